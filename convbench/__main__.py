@@ -1,0 +1,3 @@
+from convbench.cli import main
+
+main()
