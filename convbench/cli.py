@@ -1,0 +1,62 @@
+"""The ``convbench`` command line: a thin click group over :mod:`convbench.commands`.
+
+Commands are discovered from that package and imported only when invoked (or listed), and
+:class:`~convbench.errors.ConvbenchError` is turned into a one-line message and exit code 2
+here, once; any other exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import click
+
+from convbench import __version__
+from convbench.errors import ConvbenchError
+
+
+class _LazyGroup(click.Group):
+    def _names(self) -> list[str]:
+        import convbench.commands as pkg
+
+        return sorted(m.name.replace("_", "-") for m in pkgutil.iter_modules(pkg.__path__)
+                      if not m.name.startswith("_"))
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return self._names()
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self._names():
+            return None
+        module = importlib.import_module(f"convbench.commands.{cmd_name.replace('-', '_')}")
+        return module.command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="convbench")
+def cli() -> None:
+    """Benchmark and cache-profile CNN convolution kernels on CPUs.
+
+    \b
+    Typical use:
+      convbench suites                       list the shipped suites
+      convbench show resnet50                the layers of a suite with FLOPs
+      convbench check suites/smoke.yaml      verify every kernel against the reference
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        rv = cli.main(args=argv, prog_name="convbench", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("convbench: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except ConvbenchError as exc:
+        click.echo(f"convbench: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    sys.exit(rv if isinstance(rv, int) else 0)

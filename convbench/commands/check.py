@@ -1,0 +1,76 @@
+"""``convbench check``: run every applicable variant against the reference."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+
+def _problems(targets: tuple[str, ...]):
+    """Each target is a suite (path or shipped name) or a benchdnn descriptor."""
+    from pathlib import Path
+
+    from convbench.spec.descriptor import parse_descriptor
+    from convbench.spec.suite import load_suite, resolve_suite_path
+
+    problems = []
+    for target in targets:
+        path = resolve_suite_path(target)
+        if path.suffix in (".yaml", ".yml") or Path(target).exists():
+            problems.extend(layer.problem for layer in load_suite(path).layers)
+        else:
+            p = parse_descriptor(target)
+            problems.append(p if p.name else p.replace(name=str(p)))
+    return problems
+
+
+@click.command("check")
+@click.argument("targets", nargs=-1, required=True)
+@click.option("-a", "--algorithm", "algorithms", multiple=True,
+              help="Only these algorithms (repeatable).")
+@click.option("-l", "--layout", "layouts", multiple=True, help="Only these layouts.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--show-skips/--hide-skips", default=False, show_default=True,
+              help="List variants that do not apply, with their reason.")
+def command(targets: tuple[str, ...], algorithms: tuple[str, ...], layouts: tuple[str, ...],
+            seed: int, show_skips: bool) -> int:
+    """Verify kernels on TARGETS (suites or benchdnn descriptors) against the reference.
+
+    Exit code 1 when any variant fails or raises, 0 when all pass.
+    """
+    from convbench.harness.check import check_problems
+    from convbench.textable import format_table
+
+    problems = _problems(targets)
+    header = ("layer", "variant", "status", "max abs err", "max rel err", "err/bound", "s",
+              "reason")
+    click.echo("  ".join(header))
+
+    def show(row) -> None:
+        if row.status == "skip" and not show_skips:
+            return
+        cells = (row.layer, row.variant, row.status.upper() if not row.ok else row.status,
+                 f"{row.max_abs:.2e}", f"{row.max_rel:.2e}", f"{row.bound_ratio:.3f}",
+                 f"{row.seconds:.2f}", row.reason)
+        click.echo("  ".join(cells))
+
+    t0 = time.perf_counter()
+    rows = check_problems(problems, algorithms or None, layouts or None, seed=seed,
+                          on_row=show)
+    elapsed = time.perf_counter() - t0
+    ran = [r for r in rows if r.status != "skip"]
+    bad = [r for r in rows if not r.ok]
+    summary = [("algorithm", "variants", "failed", "skipped", "worst err/bound", "worst abs")]
+    for alg in dict.fromkeys(r.algorithm for r in rows):
+        mine = [r for r in rows if r.algorithm == alg]
+        checked = [r for r in mine if r.status in ("pass", "fail")]
+        summary.append((alg, str(len(mine)), str(sum(not r.ok for r in mine)),
+                        str(sum(r.status == "skip" for r in mine)),
+                        f"{max((r.bound_ratio for r in checked), default=float('nan')):.3f}",
+                        f"{max((r.max_abs for r in checked), default=float('nan')):.2e}"))
+    click.echo("")
+    click.echo(format_table(summary, right=(1, 2, 3, 4, 5)))
+    click.echo(f"\n{len(problems)} problems, {len(ran)} variants run, {len(bad)} failed, "
+               f"{len(rows) - len(ran)} skipped, {elapsed:.1f} s")
+    return 1 if bad else 0

@@ -1,0 +1,129 @@
+"""What an algorithm is to the harness: its metadata, tunable parameters, and prepared state.
+
+An :class:`Algorithm` says where it comes from, when it applies, which activation layouts
+it takes and which parameters it exposes.  ``build`` does the one-time preparation (weight
+packing or transforms, indirection buffers) and returns a :class:`Prepared` whose ``run``
+computes one inference into a preallocated output.  The harness times ``build`` apart from
+``run``; conversion of the input into the kernel's layout is never timed with ``run``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from convbench.spec.problem import ConvProblem
+
+ParamValue = int | float | str | bool
+
+
+@dataclass(frozen=True)
+class Param:
+    """A tunable knob, declared next to the code that uses it."""
+
+    name: str
+    domain: tuple[ParamValue, ...]
+    default: ParamValue
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.default not in self.domain:
+            raise ValueError(f"param {self.name}: default {self.default!r} not in domain")
+
+
+class Prepared(ABC):
+    """A kernel ready to run: weights already in the kernel's own format.
+
+    ``in_layout``/``out_layout`` name activation layouts understood by
+    :mod:`convbench.kernels.layouts` ("nchw", "nhwc", "nchw16c", ...).
+    """
+
+    in_layout: str = "nchw"
+    out_layout: str = "nchw"
+    workspace_bytes: int = 0          # scratch memory beyond input, weights and output
+    packed_weight_bytes: int = 0      # weights in the kernel's own format (0: uses OIHW as is)
+
+    @abstractmethod
+    def run(self, x: np.ndarray, y: np.ndarray) -> None:
+        """Compute one convolution of ``x`` (in ``in_layout``) into ``y`` (``out_layout``)."""
+
+    def info(self) -> dict[str, ParamValue]:
+        """Extra figures worth recording (multiplies saved, buffer sizes, ...)."""
+        return {}
+
+
+Applicability = Callable[[ConvProblem, str, Mapping[str, ParamValue]], "str | None"]
+Builder = Callable[[ConvProblem, np.ndarray, str, Mapping[str, ParamValue]], Prepared]
+
+
+def always(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One algorithm family member the harness can sweep.
+
+    ``applies(problem, layout, params)`` returns ``None`` when the variant can run, else the
+    reason it cannot (recorded as a skip, never dropped).  ``error_growth`` multiplies the
+    reference tolerance for algorithms whose rounding error provably grows (Winograd's
+    transforms, Strassen's extra additions); 1.0 for anything that sums products directly.
+    """
+
+    name: str
+    title: str
+    source: str
+    layouts: tuple[str, ...]
+    build: Builder
+    params: tuple[Param, ...] = ()
+    applies: Applicability = always
+    baseline: bool = False
+    error_growth: float = 1.0
+    notes: str = ""
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def defaults(self) -> dict[str, ParamValue]:
+        return {p.name: p.default for p in self.params}
+
+    def param_grid(self, overrides: Mapping[str, tuple[ParamValue, ...]] | None = None
+                   ) -> Iterator[dict[str, ParamValue]]:
+        """Cartesian product of parameter domains (``overrides`` replaces some domains)."""
+        overrides = overrides or {}
+        names = [p.name for p in self.params]
+        domains = [tuple(overrides.get(p.name, p.domain)) for p in self.params]
+        for combo in itertools.product(*domains):
+            yield dict(zip(names, combo, strict=True))
+
+
+@dataclass(frozen=True)
+class Variant:
+    """An algorithm with a layout and concrete parameter values: the unit that is checked."""
+
+    algorithm: str
+    layout: str
+    params: tuple[tuple[str, ParamValue], ...] = field(default=())
+
+    @classmethod
+    def of(cls, algorithm: str, layout: str, params: Mapping[str, ParamValue] | None = None
+           ) -> Variant:
+        return cls(algorithm, layout, tuple(sorted((params or {}).items())))
+
+    @property
+    def param_dict(self) -> dict[str, ParamValue]:
+        return dict(self.params)
+
+    @property
+    def id(self) -> str:
+        """Readable, stable identity, e.g. ``im2col/nhwc/gemm=blas``."""
+        parts = [self.algorithm, self.layout] + [f"{k}={v}" for k, v in self.params]
+        return "/".join(parts)

@@ -1,0 +1,103 @@
+"""The results directory: its files, the tidy table's columns and the format version.
+
+Written by ``convbench run`` (harness), read by ``report`` and ``compare``.  A results
+directory holds::
+
+    manifest.json      format_version, convbench version, suite, created (UTC ISO), status
+                       ("running" | "complete" | "interrupted"), planned case ids
+    results.parquet    one row per case (layer x variant x threads x vector width), COLUMNS
+    results.csv        the same table as CSV
+    values.parquet     every raw timed value, long form, VALUE_COLUMNS
+    pyperf.json        a pyperf BenchmarkSuite, one benchmark per measured case
+    environment.json   host, CPU, clock, cores, kernel, governor, library versions, machine
+                       limits (peak GFLOP/s, bandwidth) when known, perf availability, load
+    suite.yaml         a copy of the suite that was run
+
+Times are seconds per kernel call.  Missing figures are NaN, with a ``*_reason`` column
+saying why where one exists (counters).  Counter columns added by the counters backend are
+named ``ctr_<event>`` (raw counts per call) and derived metrics by their names in
+:data:`COUNTER_METRICS`.
+"""
+
+from __future__ import annotations
+
+FORMAT_VERSION = 1
+
+MANIFEST = "manifest.json"
+RESULTS_PARQUET = "results.parquet"
+RESULTS_CSV = "results.csv"
+VALUES_PARQUET = "values.parquet"
+PYPERF_JSON = "pyperf.json"
+ENVIRONMENT_JSON = "environment.json"
+SUITE_COPY = "suite.yaml"
+
+REQUIRED_FILES = (MANIFEST, RESULTS_PARQUET, VALUES_PARQUET, ENVIRONMENT_JSON)
+
+# Statuses of a case.  Only "ok" rows carry timing statistics.
+STATUSES = ("ok", "fail", "error", "crash", "timeout", "skip")
+
+# name -> (pandas dtype, meaning)
+COLUMNS: dict[str, tuple[str, str]] = {
+    # identity: these together are a case's identity across runs (see IDENTITY)
+    "case_id": ("string", "stable id: layer|algorithm/layout/params|t<threads>|v<width>"),
+    "suite": ("string", "suite name"),
+    "layer": ("string", "layer name from the suite"),
+    "variant": ("string", "algorithm/layout/k=v... (kernels.base.Variant.id)"),
+    "algorithm": ("string", "registered algorithm name"),
+    "layout": ("string", "activation layout the kernel runs in"),
+    "params": ("string", "kernel parameters as sorted JSON object"),
+    "threads": ("int64", "threads given to numba and BLAS"),
+    "vector_width": ("string", "auto | 256 | 512 (NUMBA_CPU_FEATURES in the worker)"),
+    "baseline": ("bool", "a library baseline (BLAS / oneDNN), not an own kernel"),
+    # the problem
+    "descriptor": ("string", "benchdnn descriptor of the layer"),
+    "layer_count": ("int64", "occurrences of the layer in the network"),
+    "flops": ("int64", "nominal direct-conv FLOPs of one call"),
+    "compulsory_bytes": ("int64", "input + weights + output bytes"),
+    # outcome
+    "status": ("string", "ok | fail | error | crash | timeout | skip"),
+    "reason": ("string", "why the case is not ok (empty when ok)"),
+    # verification against the float64 reference
+    "max_abs_err": ("float64", "max |y - ref|"),
+    "max_rel_err": ("float64", "max relative error where |ref| exceeds the bound"),
+    "err_bound_ratio": ("float64", "worst error / tolerance bound (<= 1 passes)"),
+    # one-time costs and memory
+    "compile_s": ("float64", "first call minus a steady call: JIT compile or cache load"),
+    "prepare_s": ("float64", "one-time preparation (weight packing, transforms, buffers)"),
+    "workspace_bytes": ("int64", "scratch memory beyond input, weights and output"),
+    "packed_weight_bytes": ("int64", "weights in the kernel's own format"),
+    "info": ("string", "kernel-specific figures as JSON (multiplies saved, ...)"),
+    # timing statistics, seconds per call
+    "loops": ("int64", "calls per timed value (calibrated)"),
+    "n_values": ("int64", "timed values"),
+    "median_s": ("float64", "median"),
+    "mean_s": ("float64", "mean"),
+    "stdev_s": ("float64", "sample standard deviation"),
+    "min_s": ("float64", "minimum"),
+    "max_s": ("float64", "maximum"),
+    "iqr_s": ("float64", "interquartile range"),
+    "ci_low_s": ("float64", "bootstrap 95% CI of the median, low"),
+    "ci_high_s": ("float64", "bootstrap 95% CI of the median, high"),
+    "gflops": ("float64", "nominal FLOPs / median time / 1e9"),
+    "peak_share": ("float64", "gflops / measured peak for this thread count and width (NaN "
+                              "when no peak is known)"),
+    # in-run reference kernel (fixed sgemm) measured in the same rounds
+    "ref_ratio": ("float64", "median over rounds of value / reference-kernel value"),
+    "ref_ratio_ci_low": ("float64", "bootstrap 95% CI of ref_ratio, low"),
+    "ref_ratio_ci_high": ("float64", "bootstrap 95% CI of ref_ratio, high"),
+}
+
+# Columns that identify a case across runs (compare and report join on these).
+IDENTITY = ("layer", "variant", "threads", "vector_width")
+
+VALUE_COLUMNS: dict[str, tuple[str, str]] = {
+    "case_id": ("string", "the case"),
+    "round": ("int64", "round-robin round the value was taken in"),
+    "value": ("float64", "seconds per call"),
+    "ref_value": ("float64", "reference kernel's seconds per call in the same round"),
+    "loops": ("int64", "calls in this value"),
+}
+
+# Derived counter metrics (counters backend); each may have a "<name>_reason" column.
+COUNTER_METRICS = ("ipc", "l1d_miss_rate", "llc_miss_rate", "fma_utilization",
+                   "counted_gflops", "dram_bandwidth_gbs")

@@ -1,0 +1,20 @@
+"""Plain-text tables for the terminal (no dependency; pandas is too slow to import for this)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def format_table(rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
+    """Align ``rows`` (first row is the header) into columns; ``right`` aligns those right."""
+    if not rows:
+        return ""
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [str(c).rjust(w) if i in right else str(c).ljust(w)
+                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
