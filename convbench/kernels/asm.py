@@ -1,0 +1,96 @@
+"""Static code profile: count FP instructions by vector width in a numba kernel's assembly.
+
+numba's vectorisation is fragile (BRIEF.md): a kernel that compiles to scalar code runs
+5-10x slower with no error.  Reading the assembly tells why, on any machine, PMU or not.
+x86: packed ``ps/pd`` vs scalar ``ss/sd`` instructions, width from the xmm/ymm/zmm registers
+named.  AArch64: ``fmla``/``fmul``/``fadd`` on ``v`` (NEON, 128-bit) or ``z`` (SVE) registers
+vs scalar ``s``/``d`` registers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+_X86_FP = re.compile(
+    r"^\s*(v?)(fn?m(?:add|sub)\d*|add|sub|mul|div|max|min|sqrt)(p|s)(s|d)\b\s*(.*)$")
+_X86_REG = re.compile(r"%?([xyz])mm\d+")
+_ARM_FP = re.compile(r"^\s*(fmla|fmls|fmadd|fmsub|fmul|fadd|fsub|fdiv)\s+([vzsdq])\d+")
+_WIDTH = {"x": 128, "y": 256, "z": 512}
+
+
+@dataclass(frozen=True)
+class FpProfile:
+    """FP instruction counts in one compiled function (static, not executed counts)."""
+
+    packed_fma: dict[int, int]       # vector width in bits -> packed FMA instructions
+    packed_other: dict[int, int]     # packed add/mul/... by width
+    scalar_fma: int
+    scalar_other: int
+
+    @property
+    def total_packed_fma(self) -> int:
+        return sum(self.packed_fma.values())
+
+    @property
+    def widest(self) -> int:
+        """Widest vector width with packed FP instructions (0: none)."""
+        widths = [w for w, n in {**self.packed_fma, **self.packed_other}.items() if n]
+        return max(widths, default=0)
+
+    @property
+    def vectorised(self) -> bool:
+        """A kernel counts as vectorised when its code has packed FMAs."""
+        return self.total_packed_fma > 0
+
+
+def fp_profile(asm: str) -> FpProfile:
+    """Count FP instructions in assembly text (AT&T or Intel x86 syntax, or AArch64)."""
+    packed_fma: Counter[int] = Counter()
+    packed_other: Counter[int] = Counter()
+    scalar_fma = scalar_other = 0
+    for line in asm.splitlines():
+        m = _X86_FP.match(line)
+        if m:
+            _, op, kind, _, operands = m.groups()
+            is_fma = op.startswith(("fmadd", "fmsub", "fnmadd", "fnmsub"))
+            if kind == "s":
+                scalar_fma += is_fma
+                scalar_other += not is_fma
+                continue
+            regs = _X86_REG.findall(operands)
+            width = max((_WIDTH[r] for r in regs), default=128)
+            (packed_fma if is_fma else packed_other)[width] += 1
+            continue
+        m = _ARM_FP.match(line)
+        if m:
+            op, reg = m.groups()
+            is_fma = op in ("fmla", "fmls", "fmadd", "fmsub")
+            if reg in "vq":
+                (packed_fma if is_fma else packed_other)[128] += 1
+            elif reg == "z":  # SVE: width is the machine's; record it as 0-agnostic 2048 max
+                (packed_fma if is_fma else packed_other)[-1] += 1
+            else:
+                scalar_fma += is_fma
+                scalar_other += not is_fma
+    return FpProfile(dict(packed_fma), dict(packed_other), scalar_fma, scalar_other)
+
+
+def dispatcher_asm(dispatcher: object) -> str:
+    """Assembly of every signature a numba dispatcher has compiled, concatenated.
+
+    numba refuses to show the assembly of code loaded from its on-disk cache, so the
+    function is compiled again, uncached, with the same options and signatures.
+    """
+    import numba
+
+    signatures = list(dispatcher.signatures)  # type: ignore[attr-defined]
+    if not signatures:
+        raise ValueError("the dispatcher has compiled no signature yet: call it once first")
+    options = {k: v for k, v in dispatcher.targetoptions.items()  # type: ignore[attr-defined]
+               if k not in ("cache", "nopython", "boundscheck")}
+    clone = numba.njit(cache=False, **options)(dispatcher.py_func)  # type: ignore[attr-defined]
+    for sig in signatures:
+        clone.compile(sig)
+    return "\n".join(clone.inspect_asm().values())
