@@ -1,0 +1,76 @@
+"""FP32 peak: an FMA micro-benchmark at 256- and 512-bit vector width, 1..N threads.
+
+The width is fixed by ``NUMBA_CPU_FEATURES`` (the host's feature string with
+``+prefer-256-bit`` or ``-prefer-256-bit``), which numba reads once at import, so each width
+runs in its own process: ``python -m convbench.machine.peak --width 512 --threads 1,2``
+prints one JSON object.  The assembly of the compiled kernel is read back to record the
+width LLVM actually used; a width the host cannot execute is reported as missing, not
+invented.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+WIDTHS = ("256", "512")
+
+
+def cpu_features(width: str) -> str:
+    """``NUMBA_CPU_FEATURES`` value that makes LLVM prefer ``width``-bit vectors here."""
+    from llvmlite import binding as llvm
+
+    features = [f for f in llvm.get_host_cpu_features().flatten().split(",")
+                if f and not f.endswith("prefer-256-bit")]
+    features.append("+prefer-256-bit" if width == "256" else "-prefer-256-bit")
+    return ",".join(features)
+
+
+def _measure_here(threads: list[int], min_seconds: float, repeats: int) -> dict[str, Any]:
+    """Measure in this process (its NUMBA_CPU_FEATURES already set)."""
+    from convbench.kernels.asm import dispatcher_asm, fp_profile
+    from convbench.machine import kernels
+    from convbench.machine.timing import best_seconds
+
+    gflops = {}
+    for t in threads:
+        kernels.set_threads(t)
+        a, b, x = kernels.fma_operands(t)
+        n, seconds = best_seconds(
+            lambda n, a=a, b=b, x=x: kernels.fma_chains(n, a, b, x), min_seconds, repeats)
+        gflops[str(t)] = kernels.fma_flops(n, t) / seconds / 1e9
+    profile = fp_profile(dispatcher_asm(kernels.fma_chains))
+    return {"gflops": gflops, "asm_width": profile.widest,
+            "packed_fma": {str(w): c for w, c in profile.packed_fma.items()}}
+
+
+def measure_width(width: str, threads: list[int], min_seconds: float = 0.2,
+                  repeats: int = 5) -> dict[str, Any]:
+    """Run the FMA benchmark for one width in a fresh process; returns ``gflops`` by
+    thread count (as strings), ``asm_width`` (bits LLVM used) and ``packed_fma``."""
+    env = dict(os.environ, NUMBA_CPU_FEATURES=cpu_features(width))
+    cmd = [sys.executable, "-m", "convbench.machine.peak", "--threads",
+           ",".join(map(str, threads)), "--seconds", str(min_seconds), "--repeats",
+           str(repeats)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"peak benchmark at {width} bits failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--threads", default="1")
+    parser.add_argument("--seconds", type=float, default=0.2)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    threads = [int(t) for t in args.threads.split(",")]
+    print(json.dumps(_measure_here(threads, args.seconds, args.repeats)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""The report's numbers, with pandas: best variants, speed-ups, network totals, sensitivity.
+
+Every function takes the tidy table of one run (schema.COLUMNS) and returns a new frame;
+only rows with status "ok" carry times.  A "setting" is a (layer, threads) pair: variants
+are compared within a setting, since a 2-thread time is no rival to a 1-thread one.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from convbench.results import schema
+
+DIRECT = "direct"
+SETTING = ["layer", "threads"]
+
+
+def fill_peak_share(table: pd.DataFrame, machine: dict[str, Any] | None) -> pd.DataFrame:
+    """Where ``run`` left peak_share empty but the run's environment has machine limits,
+    compute it from them (GFLOP/s over the peak at the case's threads and width)."""
+    from convbench.machine.store import peak_for
+
+    if not machine or "gflops" not in table:
+        return table
+    peak = [peak_for(machine, int(t), str(w)) if pd.notna(t) else np.nan
+            for t, w in zip(table["threads"], table["vector_width"], strict=True)]
+    share = table["gflops"] / pd.Series(peak, index=table.index, dtype="float64")
+    table = table.copy()
+    table["peak_share"] = table["peak_share"].astype("float64").fillna(share) \
+        if "peak_share" in table else share
+    return table
+
+
+def ok_rows(table: pd.DataFrame) -> pd.DataFrame:
+    return table[table["status"] == "ok"].copy()
+
+
+def _fastest(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The row with the smallest median time in each group of ``keys``."""
+    if frame.empty:
+        return frame
+    return frame.loc[frame.groupby(keys, sort=False)["median_s"].idxmin()]
+
+
+def best_by_algorithm(table: pd.DataFrame) -> pd.DataFrame:
+    """Per layer, thread count and algorithm, its fastest variant with speed-ups over the
+    best direct variant and the best library baseline of the same setting (NaN when the
+    run has none)."""
+    ok = ok_rows(table)
+    best = _fastest(ok, [*SETTING, "algorithm"])
+    direct = _fastest(ok[ok["algorithm"] == DIRECT], SETTING)
+    base = _fastest(ok[ok["baseline"].fillna(False).astype(bool)], SETTING)
+    out = best.merge(direct[[*SETTING, "median_s"]].rename(columns={"median_s": "direct_s"}),
+                     on=SETTING, how="left")
+    out = out.merge(base[[*SETTING, "median_s"]].rename(columns={"median_s": "baseline_s"}),
+                    on=SETTING, how="left")
+    out["speedup_vs_direct"] = out["direct_s"] / out["median_s"]
+    out["speedup_vs_baseline"] = out["baseline_s"] / out["median_s"]
+    order = {name: i for i, name in enumerate(dict.fromkeys(table["layer"]))}
+    out = out.sort_values(["layer", "threads", "median_s"],
+                          key=lambda s: s.map(order) if s.name == "layer" else s)
+    cols = ["layer", "threads", "algorithm", "variant", "vector_width", "median_s",
+            "ci_low_s", "ci_high_s", "gflops", "peak_share", "speedup_vs_direct",
+            "speedup_vs_baseline", "layer_count", "flops", "compulsory_bytes"]
+    return out[[c for c in cols if c in out.columns]].reset_index(drop=True)
+
+
+def best_plan(table: pd.DataFrame) -> pd.DataFrame:
+    """The fastest ok variant of every setting: the network's best plan per thread count,
+    with the layer's share of the network time (count-weighted)."""
+    best = _fastest(ok_rows(table), SETTING).copy()
+    best["layer_count"] = best["layer_count"].fillna(1).astype("int64")
+    best["total_s"] = best["median_s"] * best["layer_count"]
+    best["share"] = best["total_s"] / best.groupby("threads")["total_s"].transform("sum")
+    order = {name: i for i, name in enumerate(dict.fromkeys(table["layer"]))}
+    best = best.sort_values(["threads", "layer"],
+                            key=lambda s: s.map(order) if s.name == "layer" else s)
+    return best[["threads", "layer", "variant", "layer_count", "median_s", "total_s",
+                 "share", "gflops"]].reset_index(drop=True)
+
+
+def network_totals(table: pd.DataFrame) -> pd.DataFrame:
+    """Count-weighted time of the whole network per thread count: for the best plan and
+    for each algorithm alone (an algorithm that does not cover every layer gets no total
+    and says how many it covers)."""
+    ok = ok_rows(table)
+    layers = table.drop_duplicates("layer").set_index("layer")["layer_count"].fillna(1)
+    flops = float((table.drop_duplicates("layer").set_index("layer")["flops"] * layers).sum())
+    rows = []
+    for threads, group in ok.groupby("threads"):
+        plans = {"best plan": _fastest(group, ["layer"])}
+        for algorithm, alg_rows in group.groupby("algorithm", sort=False):
+            plans[algorithm] = _fastest(alg_rows, ["layer"])
+        for plan, rows_ in plans.items():
+            covered = len(rows_)
+            time_s = float((rows_["median_s"] * rows_["layer"].map(layers)).sum())
+            full = covered == len(layers)
+            rows.append({"threads": int(threads), "plan": plan,
+                         "layers": f"{covered}/{len(layers)}",
+                         "network_s": time_s if full else np.nan,
+                         "gflops": flops / time_s / 1e9 if full and time_s else np.nan})
+    out = pd.DataFrame(rows, columns=["threads", "plan", "layers", "network_s", "gflops"])
+    if not out.empty:
+        best = out[out["plan"] == "best plan"].set_index("threads")["network_s"]
+        out["vs_best_plan"] = out["network_s"] / out["threads"].map(best)
+    return out
+
+
+def _params(table: pd.DataFrame) -> pd.DataFrame:
+    """The params JSON column spread into one column per parameter."""
+    parsed = [json.loads(p) if isinstance(p, str) and p else {} for p in table["params"]]
+    return pd.DataFrame(parsed, index=table.index)
+
+
+def numeric_params(table: pd.DataFrame, algorithm: str) -> list[str]:
+    """Parameters of ``algorithm`` that are numbers and take at least two values."""
+    params = _params(ok_rows(table)[lambda t: t["algorithm"] == algorithm])
+    return [c for c in params.columns
+            if pd.api.types.is_numeric_dtype(params[c]) and not pd.api.types.is_bool_dtype(
+                params[c]) and params[c].nunique() >= 2]
+
+
+def param_frame(table: pd.DataFrame, algorithm: str) -> pd.DataFrame:
+    """The ok rows of ``algorithm`` with one column per parameter (prefixed ``p:``)."""
+    ok = ok_rows(table)
+    rows = ok[ok["algorithm"] == algorithm]
+    return rows.join(_params(rows).add_prefix("p:"))
+
+
+def sensitivity(table: pd.DataFrame) -> pd.DataFrame:
+    """How much each parameter (and the thread count) matters: for every algorithm and
+    parameter, the median over settings of (slowest / fastest) best time across the
+    parameter's values, and the value that wins most often."""
+    rows: list[dict[str, Any]] = []
+    ok = ok_rows(table)
+    for algorithm in dict.fromkeys(ok["algorithm"]):
+        frame = param_frame(table, algorithm)
+        params = [c for c in frame.columns if c.startswith("p:") and frame[c].nunique() >= 2]
+        axes = [(p, [*SETTING]) for p in params]
+        if frame["threads"].nunique() >= 2:
+            axes.append(("threads", ["layer"]))
+        for column, setting in axes:
+            per_value = frame.groupby([*setting, column], dropna=False)["median_s"].min()
+            by_setting = per_value.groupby(level=list(range(len(setting))))
+            spread = (by_setting.max() / by_setting.min()).median()
+            winners = per_value.groupby(level=list(range(len(setting)))).idxmin()
+            winner = pd.Series([w[-1] for w in winners]).mode()
+            rows.append({"algorithm": algorithm, "parameter": column.removeprefix("p:"),
+                         "values": ", ".join(map(str, sorted(frame[column].dropna().unique(),
+                                                             key=str))),
+                         "usual_best": str(winner.iloc[0]) if len(winner) else "",
+                         "slowest_over_fastest": float(spread)})
+    return pd.DataFrame(rows, columns=["algorithm", "parameter", "values", "usual_best",
+                                       "slowest_over_fastest"])
+
+
+def thread_scaling(table: pd.DataFrame) -> pd.DataFrame:
+    """Per algorithm and thread count: count-weighted network GFLOP/s of its best variant
+    per layer, over the layers it covers at every thread count; empty for one thread count."""
+    ok = ok_rows(table)
+    if ok["threads"].nunique() < 2:
+        return pd.DataFrame(columns=["algorithm", "threads", "gflops", "speedup"])
+    rows = []
+    for algorithm, group in ok.groupby("algorithm", sort=False):
+        best = _fastest(group, SETTING)
+        counts = best.groupby("layer")["threads"].nunique()
+        best = best[best["layer"].isin(counts[counts == best["threads"].nunique()].index)]
+        weight = best["layer_count"].fillna(1)
+        best = best.assign(w_flops=best["flops"] * weight, w_time=best["median_s"] * weight)
+        for threads, g in best.groupby("threads"):
+            rows.append({"algorithm": algorithm, "threads": int(threads),
+                         "gflops": g["w_flops"].sum() / g["w_time"].sum() / 1e9})
+    out = pd.DataFrame(rows)
+    first = out.sort_values("threads").groupby("algorithm")["gflops"].transform("first")
+    out["speedup"] = out["gflops"] / first
+    return out
+
+
+def failures(table: pd.DataFrame) -> pd.DataFrame:
+    """Cases that are not ok, with their reason (skips included: never dropped)."""
+    bad = table[table["status"] != "ok"]
+    return bad[["layer", "variant", "threads", "vector_width", "status", "reason"]
+               ].reset_index(drop=True)
+
+
+def counter_columns(table: pd.DataFrame) -> list[str]:
+    """Counter metrics (schema.COUNTER_METRICS) with at least one figure in the table."""
+    return [m for m in schema.COUNTER_METRICS if m in table and table[m].notna().any()]
+
+
+def missing_counters(table: pd.DataFrame) -> pd.DataFrame:
+    """Why counter metrics are missing: one row per metric and reason, with a count.  A
+    run without any counter columns gets one row saying so."""
+    rows = []
+    for metric in schema.COUNTER_METRICS:
+        if metric not in table:
+            continue
+        missing = table[table[metric].isna() & (table["status"] == "ok")]
+        reason_col = f"{metric}_reason"
+        reasons = (missing[reason_col].fillna("no reason recorded") if reason_col in table
+                   else pd.Series("no reason recorded", index=missing.index))
+        for reason, count in reasons.replace("", "no reason recorded").value_counts().items():
+            rows.append({"metric": metric, "cases": int(count), "reason": str(reason)})
+    if not any(m in table for m in schema.COUNTER_METRICS):
+        rows.append({"metric": "all", "cases": int((table["status"] == "ok").sum()),
+                     "reason": "the run recorded no hardware counters"})
+    return pd.DataFrame(rows, columns=["metric", "cases", "reason"])
+
+
+def join_runs(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Several runs side by side, joined on schema.IDENTITY: median time and GFLOP/s of
+    each run, and each later run's time over the first's (< 1: faster)."""
+    names = list(tables)
+    joined = None
+    for name in names:
+        part = ok_rows(tables[name])[[*schema.IDENTITY, "median_s", "gflops"]].rename(
+            columns={"median_s": f"median_s [{name}]", "gflops": f"gflops [{name}]"})
+        joined = part if joined is None else joined.merge(part, on=list(schema.IDENTITY),
+                                                          how="outer")
+    assert joined is not None
+    for name in names[1:]:
+        joined[f"time ratio [{name}/{names[0]}]"] = (joined[f"median_s [{name}]"]
+                                                     / joined[f"median_s [{names[0]}]"])
+    return joined.reset_index(drop=True)
+
+
+def algorithms_with_params(table: pd.DataFrame) -> list[str]:
+    """Algorithms with at least two numeric parameters that vary (heatmap candidates)."""
+    algs = dict.fromkeys(ok_rows(table)["algorithm"])
+    return [a for a in algs if len(numeric_params(table, a)) >= 2]

@@ -1,0 +1,129 @@
+"""One report from one or several results directories, in HTML, Markdown or CSV."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from convbench.errors import ConvbenchError
+from convbench.report import aggregate
+from convbench.report.tables import PER_RUN, environment_items
+
+FORMATS = ("html", "md", "csv")
+
+
+@dataclass
+class Loaded:
+    names: list[str]
+    tables: dict[str, pd.DataFrame]
+    environments: dict[str, dict]
+
+
+def load_runs(paths: list[Path]) -> Loaded:
+    """Load every directory (ResultsError says what is wrong); names are the directory
+    names, made unique with a counter where two coincide."""
+    from convbench.results.load import load_results
+
+    names, tables, envs = [], {}, {}
+    for path in paths:
+        results = load_results(path)
+        name, k = results.name, 2
+        while name in tables:
+            name, k = f"{results.name} ({k})", k + 1
+        names.append(name)
+        envs[name] = results.environment
+        tables[name] = aggregate.fill_peak_share(results.table,
+                                                 results.environment.get("machine"))
+    return Loaded(names, tables, envs)
+
+
+def default_output(paths: list[Path]) -> Path:
+    return Path("reports") / "_vs_".join(Path(p).resolve().name for p in paths)
+
+
+def build_report(paths: list[Path], output: Path | None = None, fmt: str = "html") -> Path:
+    """Write the report into ``output`` (default reports/<run names>/) and return the main
+    file: index.html, report.md, or the directory of CSV files."""
+    if fmt not in FORMATS:
+        raise ConvbenchError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if not paths:
+        raise ConvbenchError("no results directory given")
+    runs = load_runs([Path(p) for p in paths])
+    out = Path(output) if output else default_output(paths)
+    out.mkdir(parents=True, exist_ok=True)
+    sections = {name: {s.key: s.build(runs.tables[name]) for s in PER_RUN}
+                for name in runs.names}
+    joined = aggregate.join_runs(runs.tables) if len(runs.names) > 1 else None
+    if fmt == "csv":
+        return _write_csv(runs, sections, joined, out)
+    from convbench.report.figures import all_figures
+
+    figures = all_figures(runs.tables, runs.environments, out)
+    if fmt == "md":
+        return _write_markdown(runs, sections, joined, figures, out)
+    return _write_html(runs, sections, joined, figures, out)
+
+
+def _title(runs: Loaded) -> str:
+    return "convbench report: " + " vs ".join(runs.names)
+
+
+def _write_csv(runs: Loaded, sections, joined, out: Path) -> Path:
+    from convbench.report.text import write_csv
+
+    for i, name in enumerate(runs.names):
+        for key, frame in sections[name].items():
+            write_csv(frame, out / f"run{i + 1}_{key}.csv")
+    if joined is not None:
+        write_csv(joined, out / "runs_joined.csv")
+    return out
+
+
+def _write_markdown(runs: Loaded, sections, joined, figures, out: Path) -> Path:
+    from convbench.report.text import _md_cell, markdown_table
+
+    lines = [f"# {_md_cell(_title(runs))}", ""]
+    for name in runs.names:
+        lines += [f"## Environment: {_md_cell(name)}", "",
+                  markdown_table(pd.DataFrame(environment_items(runs.environments[name]),
+                                              columns=["key", "value"]))]
+    for section in PER_RUN:
+        lines += [f"## {section.title}", "", section.about, ""]
+        for name in runs.names:
+            lines += [f"### {_md_cell(name)}", "", markdown_table(sections[name][section.key])]
+    if joined is not None:
+        lines += ["## Runs side by side", "", markdown_table(joined)]
+    lines += ["## Figures", ""]
+    lines += [f"![{_md_cell(f.title)}]({f.path.name})\n\n{_md_cell(f.caption)}\n"
+              for f in figures]
+    path = out / "report.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _write_html(runs: Loaded, sections, joined, figures, out: Path) -> Path:
+    from convbench.report import html as h
+
+    def per_run(key: str) -> str:
+        return "".join(h.heading(name) + h.table_html(sections[name][key], f"{key}-{i}")
+                       for i, name in enumerate(runs.names))
+
+    env = '<div class="runs">' + "".join(
+        "<div>" + h.heading(name) + h.table_html(
+            pd.DataFrame(environment_items(runs.environments[name]), columns=["key", "value"]),
+            f"env-{i}") + "</div>" for i, name in enumerate(runs.names)) + "</div>"
+    parts = [("environment", "Environment", env)]
+    for s in PER_RUN[:3]:
+        parts.append((s.key, s.title, h.paragraph(s.about) + per_run(s.key)))
+    if joined is not None:
+        parts.append(("side-by-side", "Runs side by side", h.paragraph(
+            "Every ok case of every run joined on layer, variant, threads and vector width.")
+            + h.table_html(joined, "joined")))
+    parts.append(("figures", "Figures", "".join(h.figure_html(f) for f in figures)))
+    for s in PER_RUN[3:]:
+        parts.append((s.key, s.title, h.paragraph(s.about) + per_run(s.key)))
+    path = out / "index.html"
+    path.write_text(h.page(_title(runs), parts))
+    return path

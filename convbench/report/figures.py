@@ -1,0 +1,337 @@
+"""The report's figures: matplotlib with the Agg backend, one PNG per figure.
+
+Every function takes the runs to show (name -> tidy table, name -> environment) and the
+output directory, and returns the :class:`Figure` records it wrote (none when the data has
+nothing to show, e.g. thread scaling for a single thread count).  Several runs are drawn
+side by side: one panel column per run with a shared y axis.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from convbench.machine.store import bandwidth_for, peak_for
+from convbench.report import aggregate
+
+Runs = dict[str, pd.DataFrame]
+DPI = 100
+_LEVEL_STYLE = {"L1": ":", "L2": "-.", "L3": "--", "DRAM": "-"}
+
+
+@dataclass(frozen=True)
+class Figure:
+    path: Path
+    title: str
+    caption: str
+
+
+def _short(text: str, width: int = 28) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _colors(names: list[str]) -> dict[str, Any]:
+    cmap = plt.get_cmap("tab10")
+    return {name: cmap(i % 10) for i, name in enumerate(names)}
+
+
+def _save(fig: Any, path: Path, title: str, caption: str) -> Figure:
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return Figure(path, title, caption)
+
+
+def _panels(n: int, width: float = 6.5, height: float = 4.0, sharey: bool = True):
+    fig, axes = plt.subplots(1, n, figsize=(width * n, height), sharey=sharey, squeeze=False)
+    return fig, list(axes[0])
+
+
+def _algorithms(runs: Runs) -> list[str]:
+    return list(dict.fromkeys(a for t in runs.values() for a in aggregate.ok_rows(t)["algorithm"]))
+
+
+def bars_by_layer(runs: Runs, out: Path) -> list[Figure]:
+    """Grouped bars: GFLOP/s of each algorithm's best variant per layer, with the
+    confidence interval of the median as error bars; one figure per thread count."""
+    figures = []
+    colors = _colors(_algorithms(runs))
+    best = {name: aggregate.best_by_algorithm(t) for name, t in runs.items()}
+    threads = sorted({int(x) for b in best.values() for x in b["threads"]})
+    for t in threads:
+        fig, axes = _panels(len(runs), width=max(6.5, 1.2 * _layer_count(runs) + 3))
+        for ax, (name, frame) in zip(axes, best.items(), strict=True):
+            frame = frame[frame["threads"] == t]
+            layers = list(dict.fromkeys(frame["layer"]))
+            algs = [a for a in colors if a in set(frame["algorithm"])]
+            width = 0.8 / max(1, len(algs))
+            for i, alg in enumerate(algs):
+                rows = frame[frame["algorithm"] == alg].set_index("layer").reindex(layers)
+                x = np.arange(len(layers)) + (i - (len(algs) - 1) / 2) * width
+                gflops = rows["flops"] / rows["median_s"] / 1e9
+                low = rows["flops"] / rows["ci_high_s"] / 1e9
+                high = rows["flops"] / rows["ci_low_s"] / 1e9
+                err = np.vstack([(gflops - low).clip(lower=0).fillna(0),
+                                 (high - gflops).clip(lower=0).fillna(0)])
+                ax.bar(x, gflops, width, yerr=err, capsize=2, label=alg, color=colors[alg])
+            ax.set_xticks(np.arange(len(layers)), [_short(s) for s in layers], rotation=30,
+                          ha="right")
+            ax.set_title(f"{name}: {t} thread{'s' if t > 1 else ''}")
+            ax.grid(axis="y", alpha=0.3)
+        axes[0].set_ylabel("GFLOP/s (best variant, 95% CI of the median)")
+        axes[-1].legend(fontsize="small", loc="best")
+        figures.append(_save(fig, out / f"gflops_by_layer_t{t}.png",
+                             f"GFLOP/s by layer and algorithm, {t} thread(s)",
+                             "Each algorithm's fastest variant per layer; error bars: the "
+                             "confidence interval of the median time."))
+    return figures
+
+
+def _layer_count(runs: Runs) -> int:
+    return max(t["layer"].nunique() for t in runs.values())
+
+
+def roofline(runs: Runs, envs: dict[str, dict], out: Path) -> list[Figure]:
+    """Every ok variant at its arithmetic intensity (nominal FLOPs / compulsory bytes)
+    against the measured peak and bandwidth roofs of its run's host, when recorded; one
+    figure per thread count, runs side by side."""
+    colors = _colors(_algorithms(runs))
+    threads = sorted({int(t) for table in runs.values()
+                      for t in aggregate.ok_rows(table)["threads"]})
+    figures = []
+    for t in threads:
+        fig, axes = _panels(len(runs), height=4.5)
+        bare = []
+        for ax, (name, table) in zip(axes, runs.items(), strict=True):
+            ok = aggregate.ok_rows(table)
+            ok = ok[(ok["threads"] == t) & (ok["compulsory_bytes"].fillna(0) > 0)]
+            ai = (ok["flops"] / ok["compulsory_bytes"]).astype(float)
+            for alg in colors:
+                sel = ok["algorithm"] == alg
+                if sel.any():
+                    ax.scatter(ai[sel], ok.loc[sel, "gflops"], s=16, alpha=0.75,
+                               color=colors[alg], label=alg, zorder=3)
+            machine = envs.get(name, {}).get("machine")
+            if not _draw_roofs(ax, machine, t, ai):
+                bare.append(name)
+                ax.set_title(f"{name}: no machine limits recorded, no roofs")
+            else:
+                ax.set_title(f"{name}: roofline, {t} thread{'s' if t > 1 else ''}")
+            ax.set_xlabel("arithmetic intensity (FLOP / compulsory byte)")
+            ax.grid(True, which="major", alpha=0.3)
+            ax.legend(fontsize="x-small", loc="lower right")
+        axes[0].set_ylabel("GFLOP/s")
+        caption = ("Every ok variant placed by nominal FLOPs over compulsory bytes (input + "
+                   "weights + output). Roofs: the measured peak (best vector width) and triad "
+                   "bandwidth of the run's host at this thread count.")
+        if bare:
+            caption += (f" No machine limits in {', '.join(bare)}: run `convbench machine` on "
+                        "that host before `convbench run` to get roofs.")
+        figures.append(_save(fig, out / f"roofline_t{t}.png", f"Roofline, {t} thread(s)",
+                             caption))
+    return figures
+
+
+def _draw_roofs(ax: Any, machine: dict | None, threads: int, ai: pd.Series) -> bool:
+    """Peak and bandwidth roofs from the machine limits; False when there are none.  The x
+    range covers the variants and every ridge point."""
+    from matplotlib.ticker import NullFormatter
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    peak = peak_for(machine, threads)
+    if not math.isfinite(peak):
+        return False
+    # the range spans decades once the ridges are in: minor labels would overlap
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    roofs = {lv: bandwidth_for(machine, lv, threads) for lv in _LEVEL_STYLE}
+    roofs = {lv: bw for lv, bw in roofs.items() if math.isfinite(bw) and bw > 0}
+    ridges = [peak / bw for bw in roofs.values()]
+    lo = min([*ai.tolist(), *ridges, 1.0]) / 4
+    hi = max([*ai.tolist(), *ridges, 1.0]) * 4
+    x = np.logspace(np.log10(lo), np.log10(hi), 200)
+    ax.plot([lo, hi], [peak, peak], color="black", lw=1.2)
+    ax.annotate(f"peak {peak:.0f} GFLOP/s", (hi, peak), ha="right", va="bottom",
+                fontsize="small")
+    for level, bw in roofs.items():
+        ax.plot(x, np.minimum(peak, bw * x), color="gray", ls=_LEVEL_STYLE[level], lw=1,
+                label=f"{level} {bw:.0f} GB/s")
+    ax.set_xlim(lo, hi)
+    return True
+
+
+def heatmaps(runs: Runs, out: Path) -> list[Figure]:
+    """Median time over two numeric parameters, for each algorithm that has two; one
+    panel per layer (up to four) of the lowest thread count, one figure per run."""
+    figures = []
+    for run_i, (name, table) in enumerate(runs.items()):
+        for alg in aggregate.algorithms_with_params(table):
+            p1, p2 = aggregate.numeric_params(table, alg)[:2]
+            frame = aggregate.param_frame(table, alg)
+            frame = frame[frame["threads"] == frame["threads"].min()]
+            layers = list(dict.fromkeys(frame["layer"]))[:4]
+            fig, axes = _panels(len(layers), width=4.8, height=3.6, sharey=False)
+            fig.set_layout_engine("constrained")
+            for ax, layer in zip(axes, layers, strict=True):
+                grid = frame[frame["layer"] == layer].pivot_table(
+                    index=f"p:{p1}", columns=f"p:{p2}", values="median_s", aggfunc="min")
+                ms = grid.to_numpy() * 1e3
+                im = ax.imshow(ms, cmap="viridis_r", aspect="auto")
+                ax.set_xticks(range(grid.shape[1]), [str(v) for v in grid.columns])
+                ax.set_yticks(range(grid.shape[0]), [str(v) for v in grid.index])
+                ax.set_xlabel(p2)
+                ax.set_ylabel(p1)
+                ax.set_title(_short(layer, 34), fontsize="small")
+                for (i, j), v in np.ndenumerate(ms):
+                    if np.isfinite(v):
+                        ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=7,
+                                color="white" if v > np.nanmean(ms) else "black")
+                fig.colorbar(im, ax=ax, label="ms")
+            fig.suptitle(f"{name}: {alg} median time (ms) over {p1} x {p2}")
+            figures.append(_save(fig, out / f"heatmap_{alg}_{run_i}.png",
+                                 f"{alg}: {p1} x {p2} ({name})",
+                                 "Best median time (ms) over the other parameters; yellow is "
+                                 "fastest, dark purple slowest."))
+    return figures
+
+
+def thread_scaling(runs: Runs, out: Path) -> list[Figure]:
+    """Network GFLOP/s of each algorithm's best variants against the thread count."""
+    scaling = {name: aggregate.thread_scaling(t) for name, t in runs.items()}
+    if all(s.empty for s in scaling.values()):
+        return []
+    colors = _colors(_algorithms(runs))
+    fig, axes = _panels(len(runs))
+    for ax, (name, frame) in zip(axes, scaling.items(), strict=True):
+        for alg, rows in frame.groupby("algorithm", sort=False):
+            ax.plot(rows["threads"], rows["gflops"], marker="o", color=colors[alg], label=alg)
+        if not frame.empty:
+            ax.set_xticks(sorted(frame["threads"].unique()))
+        ax.set_xlabel("threads")
+        ax.set_title(f"{name}: thread scaling")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    axes[0].set_ylabel("network GFLOP/s (count-weighted)")
+    return [_save(fig, out / "thread_scaling.png", "Thread scaling",
+                  "Count-weighted GFLOP/s over the layers each algorithm covers at every "
+                  "thread count.")]
+
+
+def counter_panels(runs: Runs, out: Path) -> list[Figure]:
+    """One panel per counter metric present: the metric of each algorithm's best variant
+    per layer (lowest thread count), runs side by side."""
+    metrics = list(dict.fromkeys(m for t in runs.values() for m in aggregate.counter_columns(t)))
+    if not metrics:
+        return []
+    colors = _colors(_algorithms(runs))
+    fig, grid = plt.subplots(len(metrics), len(runs), squeeze=False, sharey="row",
+                             figsize=(6.5 * len(runs), 3.2 * len(metrics)))
+    for col, (name, table) in enumerate(runs.items()):
+        best = aggregate.best_by_algorithm(table)
+        best = best[best["threads"] == best["threads"].min()]
+        best = best.merge(table[["layer", "variant", "threads", "vector_width", *[
+            m for m in metrics if m in table]]], how="left",
+            on=["layer", "variant", "threads", "vector_width"])
+        layers = list(dict.fromkeys(best["layer"]))
+        algs = [a for a in colors if a in set(best["algorithm"])]
+        width = 0.8 / max(1, len(algs))
+        for row, metric in enumerate(metrics):
+            ax = grid[row][col]
+            if metric not in best:
+                ax.set_title(f"{name}: {metric} not recorded", fontsize="small")
+                continue
+            for i, alg in enumerate(algs):
+                vals = best[best["algorithm"] == alg].set_index("layer").reindex(layers)[metric]
+                ax.bar(np.arange(len(layers)) + (i - (len(algs) - 1) / 2) * width, vals, width,
+                       color=colors[alg], label=alg)
+            ax.set_xticks(np.arange(len(layers)), [_short(s) for s in layers], rotation=20,
+                          ha="right", fontsize="small")
+            ax.set_ylabel(metric)
+            ax.set_title(f"{name}: {metric}", fontsize="small")
+            ax.grid(axis="y", alpha=0.3)
+    grid[0][-1].legend(fontsize="x-small")
+    fig.tight_layout()
+    return [_save(fig, out / "counters.png", "Hardware counters",
+                  "Counter metrics of each algorithm's best variant per layer; metrics "
+                  "without figures are listed under Missing counters.")]
+
+
+def network_stack(runs: Runs, out: Path) -> list[Figure]:
+    """Stacked bar of count-weighted time per layer for each run's best plan (lowest
+    thread count): where the network's time goes."""
+    plans = {}
+    for name, table in runs.items():
+        plan = aggregate.best_plan(table)
+        plans[name] = plan[plan["threads"] == plan["threads"].min()] if len(plan) else plan
+    layers = list(dict.fromkeys(layer for p in plans.values() for layer in p["layer"]))
+    if not layers:
+        return []
+    cmap = plt.get_cmap("tab20")
+    fig, ax = plt.subplots(figsize=(2.2 * len(plans) + 4.5, 4.5))
+    bottoms = np.zeros(len(plans))
+    for i, layer in enumerate(layers):
+        ms = np.array([float(p.set_index("layer")["total_s"].get(layer, 0.0)) * 1e3
+                       for p in plans.values()])
+        ax.bar(range(len(plans)), ms, 0.6, bottom=bottoms, color=cmap(i % 20),
+               label=_short(layer, 32))
+        bottoms += ms
+    ax.set_xticks(range(len(plans)), list(plans))
+    ax.set_ylabel("network time (ms), count-weighted")
+    t = min(int(p["threads"].min()) for p in plans.values() if len(p))
+    ax.set_title(f"Best plan: time per layer, {t} thread{'s' if t > 1 else ''}")
+    ax.legend(fontsize="x-small", bbox_to_anchor=(1.02, 1), loc="upper left")
+    return [_save(fig, out / "network_best_plan.png", "Network time per layer (best plan)",
+                  "The fastest variant of every layer times its count in the network; one "
+                  "bar per run.")]
+
+
+def run_ratio(runs: Runs, out: Path) -> list[Figure]:
+    """For two or more runs: each later run's median time over the first's, per case
+    joined on identity, grouped by algorithm (below 1: faster than the first run)."""
+    if len(runs) < 2:
+        return []
+    from matplotlib.ticker import FormatStrFormatter
+
+    joined = aggregate.join_runs(runs)
+    algorithm = joined["variant"].str.split("/").str[0]
+    algs = list(dict.fromkeys(algorithm))
+    names = list(runs)
+    colors = _colors(names[1:])
+    rng = np.random.default_rng(0)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(algs) + 2), 4))
+    offsets = np.linspace(-0.2, 0.2, len(names) - 1) if len(names) > 2 else [0.0]
+    for name, offset in zip(names[1:], offsets, strict=True):
+        ratio = joined[f"time ratio [{name}/{names[0]}]"]
+        x = algorithm.map({a: i for i, a in enumerate(algs)}) + offset
+        sel = ratio.notna()
+        ax.scatter(x[sel] + rng.uniform(-0.08, 0.08, sel.sum()), ratio[sel], s=12, alpha=0.7,
+                   color=colors[name], label=f"{name} / {names[0]}")
+    ax.axhline(1.0, color="black", lw=1)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%.2g"))
+    ax.yaxis.set_minor_formatter(FormatStrFormatter("%.2g"))
+    ax.set_xticks(range(len(algs)), algs)
+    ax.set_ylabel("median time ratio (< 1: faster)")
+    ax.set_title("Run vs run, every case joined on identity")
+    ax.grid(axis="y", alpha=0.3, which="both")
+    ax.legend(fontsize="small")
+    return [_save(fig, out / "run_ratio.png", "Run vs run",
+                  "Each point is one case present in both runs (joined on layer, variant, "
+                  "threads and vector width), grouped by algorithm.")]
+
+
+def all_figures(runs: Runs, envs: dict[str, dict], out: Path) -> list[Figure]:
+    out.mkdir(parents=True, exist_ok=True)
+    return [*bars_by_layer(runs, out), *roofline(runs, envs, out), *network_stack(runs, out),
+            *run_ratio(runs, out), *thread_scaling(runs, out), *heatmaps(runs, out),
+            *counter_panels(runs, out)]

@@ -1,0 +1,110 @@
+"""One self-contained HTML page: environments, tables, figures (PNGs inlined as data URIs).
+
+Every string that comes from a suite or a results file passes through :func:`html.escape`
+(via :func:`_e`), so a layer named ``<script>`` shows as text.  The sortable tables use a
+few lines of inline JavaScript and nothing from the network: the page works offline.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Iterable
+
+import pandas as pd
+
+from convbench.report.figures import Figure
+from convbench.report.tables import as_text
+
+_STYLE = """
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em auto;max-width:1500px;padding:0 1em;
+color:#222}
+h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;margin-top:2em}h3{margin-bottom:.3em}
+nav a{margin-right:1em}p.about{color:#555;margin:.2em 0 .6em}
+.scroll{overflow-x:auto;max-height:36em;overflow-y:auto;border:1px solid #ddd}
+table{border-collapse:collapse;font-size:12px}
+th,td{padding:2px 8px;border-bottom:1px solid #eee;text-align:left;white-space:nowrap}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f3f3f3;position:sticky;top:0;cursor:pointer;user-select:none}
+th[data-dir=asc]::after{content:" \\25B2"}th[data-dir=desc]::after{content:" \\25BC"}
+figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}
+figcaption{color:#555}.runs{display:flex;gap:2em;flex-wrap:wrap}
+.note{background:#fff6d5;padding:.4em .8em;border-left:3px solid #e0b000}
+"""
+
+# Click a header: sort its table by that column, numbers numerically, again to reverse.
+_SCRIPT = """
+document.querySelectorAll("table.sortable th").forEach(function (th) {
+  th.addEventListener("click", function () {
+    var table = th.closest("table"), body = table.tBodies[0];
+    var col = Array.prototype.indexOf.call(th.parentNode.children, th);
+    var dir = th.dataset.dir === "asc" ? "desc" : "asc";
+    table.querySelectorAll("th").forEach(function (h) { delete h.dataset.dir; });
+    th.dataset.dir = dir;
+    var key = function (row) {
+      var text = row.cells[col].textContent, num = parseFloat(text);
+      return isNaN(num) || String(num).length < text.length - 4 ? text : num;
+    };
+    var rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = key(a), y = key(b), c;
+      if (typeof x === typeof y) { c = x < y ? -1 : x > y ? 1 : 0; }
+      else { c = typeof x === "number" ? -1 : 1; }
+      return dir === "asc" ? c : -c;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+  });
+});
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def table_html(frame: pd.DataFrame, table_id: str) -> str:
+    """A DataFrame as a sortable table; every header and cell escaped."""
+    if frame.empty:
+        return '<p class="about">(none)</p>'
+    text = as_text(frame)
+    numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(
+        frame[c]) for c in frame.columns]
+    head = "".join(f"<th>{_e(c)}</th>" for c in frame.columns)
+    rows = []
+    for values in text.itertuples(index=False):
+        cells = "".join(f'<td class="num">{_e(v)}</td>' if num else f"<td>{_e(v)}</td>"
+                        for v, num in zip(values, numeric, strict=True))
+        rows.append(f"<tr>{cells}</tr>")
+    return (f'<div class="scroll"><table class="sortable" id="{_e(table_id)}"><thead><tr>'
+            f'{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
+
+
+def figure_html(figure: Figure) -> str:
+    data = base64.b64encode(figure.path.read_bytes()).decode("ascii")
+    return (f'<figure id="fig-{_e(figure.path.stem)}"><h3>{_e(figure.title)}</h3>'
+            f'<img src="data:image/png;base64,{data}" alt="{_e(figure.title)}">'
+            f"<figcaption>{_e(figure.caption)} (file: {_e(figure.path.name)})</figcaption>"
+            "</figure>")
+
+
+def page(title: str, sections: Iterable[tuple[str, str, str]]) -> str:
+    """The whole document from (anchor, heading, inner HTML) sections; the inner HTML
+    must already be escaped."""
+    sections = list(sections)
+    nav = "".join(f'<a href="#{_e(a)}">{_e(h)}</a>' for a, h, _ in sections)
+    body = "".join(f'<section id="{_e(a)}"><h2>{_e(h)}</h2>{inner}</section>'
+                   for a, h, inner in sections)
+    return ("<!DOCTYPE html>\n"
+            f'<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<link rel="icon" href="data:,"><style>{_STYLE}</style></head>'
+            f"<body><h1>{_e(title)}</h1><nav>{nav}</nav>{body}"
+            f"<script>{_SCRIPT}</script></body></html>\n")
+
+
+def paragraph(text: str, css: str = "about") -> str:
+    return f'<p class="{css}">{_e(text)}</p>'
+
+
+def heading(text: str) -> str:
+    return f"<h3>{_e(text)}</h3>"

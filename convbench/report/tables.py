@@ -1,0 +1,76 @@
+"""The report's tables: which summaries, in what order, formatted as text cells.
+
+Shared by the HTML, Markdown and CSV writers so the three always show the same numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from convbench.report import aggregate
+
+
+@dataclass(frozen=True)
+class Section:
+    key: str                                   # file-name friendly id
+    title: str
+    about: str
+    build: Callable[[pd.DataFrame], pd.DataFrame]
+
+
+PER_RUN = (
+    Section("best", "Best variant per algorithm",
+            "Per layer and thread count, each algorithm's fastest variant; speed-ups over "
+            "the best direct variant and the best library baseline (rows marked baseline).",
+            aggregate.best_by_algorithm),
+    Section("network", "Network totals",
+            "Count-weighted time of the whole network: the best plan (fastest variant per "
+            "layer) and each algorithm alone.", aggregate.network_totals),
+    Section("plan", "Best plan per layer",
+            "The fastest variant of every layer and its share of the network time.",
+            aggregate.best_plan),
+    Section("sensitivity", "Parameter sensitivity",
+            "For each parameter: median over settings of slowest/fastest time across its "
+            "values (1 = does not matter) and the value that wins most often.",
+            aggregate.sensitivity),
+    Section("scaling", "Thread scaling",
+            "Count-weighted GFLOP/s by thread count, speed-up over the fewest threads.",
+            aggregate.thread_scaling),
+    Section("failures", "Failed and skipped variants", "Every case that is not ok, with "
+            "its reason.", aggregate.failures),
+    Section("counters_missing", "Missing counters",
+            "Counter metrics without figures, and why.", aggregate.missing_counters),
+)
+
+
+def format_cell(value: Any) -> str:
+    """A cell as text: 4 significant digits for floats, empty for missing."""
+    if value is None or value is pd.NA:
+        return ""
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.4g}"
+    return str(value)
+
+
+def as_text(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.astype(object).map(format_cell) if len(frame) else frame.astype(str)
+
+
+def environment_items(env: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """A nested environment as dotted key / text value pairs."""
+    items = []
+    for key, value in env.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            items += environment_items(value, name + ".")
+        elif isinstance(value, list | dict):
+            items.append((name, json.dumps(value)))
+        else:
+            items.append((name, format_cell(value)))
+    return items

@@ -1,0 +1,108 @@
+"""Machine limits: sysfs parsing, the store's keys, and the quick micro-benchmarks end to
+end.  Figures are checked for plausibility only (positive, finite, sane units), never for
+speed: the machine is shared."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from convbench.cli import cli
+from convbench.machine import store
+from convbench.machine.bandwidth import LEVELS, cache_levels, working_set_bytes
+
+
+def _fake_cache(root, index, level, kind, size, shared):
+    d = root / f"index{index}"
+    d.mkdir(parents=True)
+    for name, text in (("level", level), ("type", kind), ("size", size),
+                       ("shared_cpu_list", shared)):
+        (d / name).write_text(f"{text}\n")
+
+
+def test_cache_levels_from_sysfs_skip_instruction_caches(tmp_path):
+    _fake_cache(tmp_path, 0, 1, "Data", "48K", "0")
+    _fake_cache(tmp_path, 1, 1, "Instruction", "32K", "0")
+    _fake_cache(tmp_path, 2, 2, "Unified", "2048K", "0")
+    _fake_cache(tmp_path, 3, 3, "Unified", "105M", "0-3,8-11")
+    caches = cache_levels(tmp_path)
+    assert caches["L1"].size_bytes == 48 << 10
+    assert caches["L2"].size_bytes == 2 << 20 and caches["L2"].shared_by == 1
+    assert caches["L3"].size_bytes == 105 << 20 and caches["L3"].shared_by == 8
+    assert all(c.from_sysfs for c in caches.values())
+
+
+def test_missing_sysfs_falls_back_and_says_so(tmp_path):
+    caches = cache_levels(tmp_path / "absent")
+    assert set(caches) == {"L1", "L2", "L3"}
+    assert not any(c.from_sysfs for c in caches.values())
+
+
+def test_working_sets_grow_with_level_and_shared_levels_split_between_threads(tmp_path):
+    _fake_cache(tmp_path, 0, 1, "Data", "32K", "0")
+    _fake_cache(tmp_path, 2, 2, "Unified", "1024K", "0")
+    _fake_cache(tmp_path, 3, 3, "Unified", "32768K", "0-1")
+    caches = cache_levels(tmp_path)
+    sizes = [working_set_bytes(caches, level, 1) for level in LEVELS]
+    assert sizes == sorted(sizes) and sizes[0] == 16 << 10 and sizes[-1] == 128 << 20
+    assert working_set_bytes(caches, "L1", 2) == sizes[0]          # private: per thread
+    assert working_set_bytes(caches, "L3", 2) == sizes[2] // 2     # shared: split
+
+
+def test_lookups_by_threads_and_width():
+    limits = {"peak_gflops": {"1": {"256": 90.0, "512": 115.0}},
+              "bandwidth_gbs": {"DRAM": {"1": 20.0}}}
+    assert store.peak_for(limits, 1, "256") == 90.0
+    assert store.peak_for(limits, 1, "auto") == 115.0
+    assert math.isnan(store.peak_for(limits, 2, "512"))
+    assert math.isnan(store.peak_for(None, 1))
+    assert store.bandwidth_for(limits, "DRAM", 1) == 20.0
+    assert math.isnan(store.bandwidth_for(limits, "L1", 1))
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """`convbench machine --quick --threads 1` once, into a private cache directory."""
+    cache = tmp_path_factory.mktemp("machine")
+    result = CliRunner().invoke(cli, ["machine", "--quick", "--threads", "1"],
+                                env={"CONVBENCH_MACHINE_DIR": str(cache)})
+    assert result.exit_code == 0, result.output
+    return cache, result.output
+
+
+def test_machine_command_stores_plausible_limits_per_host(measured, monkeypatch):
+    cache, output = measured
+    monkeypatch.setenv("CONVBENCH_MACHINE_DIR", str(cache))
+    limits = store.machine_limits()
+    assert limits is not None, f"nothing stored for this host in {cache}: {output}"
+    assert f"stored in {store.limits_path()}" in output
+    assert "peak FP32 512-bit GFLOP/s" in output and "triad DRAM GB/s" in output
+    assert 0.2 < limits["clock_ghz"] < 10          # GHz, not Hz or MHz
+    for width, gflops in limits["peak_gflops"]["1"].items():
+        assert limits["asm_width"][width] == int(width)
+        assert 0 < gflops < 1e4
+    assert limits["peak_gflops"]["1"] or limits["notes"]
+    for level in LEVELS:
+        assert 0 < limits["bandwidth_gbs"][level]["1"] < 1e5
+    json.dumps(limits)  # stays JSON
+
+
+def test_peak_at_each_width_uses_that_width_where_the_host_has_it(measured, monkeypatch):
+    from convbench.machine.peak import cpu_features
+
+    monkeypatch.setenv("CONVBENCH_MACHINE_DIR", str(measured[0]))
+    limits = store.machine_limits()
+    assert "+prefer-256-bit" in cpu_features("256").split(",")
+    assert "-prefer-256-bit" in cpu_features("512").split(",")
+    if "+avx512f" in cpu_features("512").split(","):
+        assert set(limits["peak_gflops"]["1"]) == {"256", "512"}
+    else:
+        assert any("512-bit peak missing" in n for n in limits["notes"])
+
+
+def test_bad_threads_is_a_user_error():
+    result = CliRunner().invoke(cli, ["machine", "--threads", "one"])
+    assert result.exit_code != 0 and "comma-separated" in str(result.exception)

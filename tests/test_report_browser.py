@@ -1,0 +1,79 @@
+"""Open the report in headless Chromium: it renders, takes a screenshot, logs no console
+errors, and the inline sort script sorts.  Needs Debian's ``chromium`` package
+(``apt-get install -y chromium``); skipped with that reason where it is missing."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import matplotlib.image
+import pytest
+
+from convbench.report.build import build_report
+from tests.report_cases import MACHINE, sample_run
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)")
+
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--enable-logging=stderr", "--v=0", "--window-size=1400,2000")
+CONSOLE = re.compile(r":CONSOLE[:(]\d*\)?\] \"(.*)\", source: (\S+)")
+
+
+def _chromium(page: Path, tmp: Path, screenshot: Path) -> list[tuple[str, str]]:
+    """Load ``page``, write a screenshot, return the page's console messages."""
+    done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp / 'profile'}",
+                           f"--screenshot={screenshot}", page.resolve().as_uri()],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return CONSOLE.findall(done.stderr)
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("browser")
+    runs = [sample_run(root / "before", machine=MACHINE),
+            sample_run(root / "after", scale=0.8, noise=0.3)]
+    return build_report(runs, root / "report")
+
+
+def test_page_renders_without_console_errors(page, tmp_path):
+    shot = tmp_path / "page.png"
+    messages = _chromium(page, tmp_path, shot)
+    assert messages == [], f"console messages: {messages}"
+    assert shot.is_file() and shot.read_bytes()[:4] == b"\x89PNG"
+    image = matplotlib.image.imread(shot)
+    assert image.shape[:2] == (2000, 1400)
+    assert image[..., :3].std() > 0.05  # not a blank page
+
+
+def test_clicking_a_header_sorts_its_table(page, tmp_path):
+    # a copy of the page with a script that clicks median_s and logs the column
+    probe = """<script>
+    var t = document.getElementById("best-0"), heads = t.tHead.rows[0].cells, col = -1;
+    for (var i = 0; i < heads.length; i++) { if (heads[i].textContent === "median_s") col = i; }
+    var column = function () {
+      return Array.prototype.map.call(t.tBodies[0].rows,
+                                      function (r) { return r.cells[col].textContent; });
+    };
+    heads[col].click();
+    var up = column();
+    heads[col].click();
+    var down = column();
+    console.log("SORTCHECK " + JSON.stringify([up, down]));
+    </script></body>"""
+    copy = page.parent / "sortcheck.html"
+    copy.write_text(page.read_text().replace("</body>", probe))
+    messages = _chromium(copy, tmp_path, tmp_path / "sort.png")
+    logged = [m for m, _ in messages if m.startswith("SORTCHECK ")]
+    assert len(logged) == 1 and len(messages) == 1, messages
+    up, down = json.loads(logged[0].removeprefix("SORTCHECK "))
+    values = [float(v) for v in up]
+    assert values == sorted(values) and len(values) == 16
+    assert [float(v) for v in down] == sorted(values, reverse=True)
