@@ -1,7 +1,8 @@
 """Suites: YAML files naming conv layers (with occurrence counts) and the sweep to run on them.
 
-Suites arrive in pull requests, so they are untrusted: parsed with ``yaml.safe_load`` only,
-every field checked, and every error names the file, the line, the layer and the field.
+Suites arrive in pull requests, so they are untrusted: parsed with ``yaml.SafeLoader`` only
+(plus a check that rejects duplicate keys), every field checked, and every error names the
+file, the line, the layer and the field.
 
 Format::
 
@@ -29,6 +30,7 @@ Format::
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,6 +146,75 @@ def _layer_lines(text: str) -> list[int]:
     return []
 
 
+@functools.lru_cache(maxsize=1)
+def _strict_loader() -> type:
+    """``yaml.SafeLoader`` that also rejects duplicate mapping keys.
+
+    Plain PyYAML keeps the last of two equal keys silently, so ``count: 1`` followed by
+    ``count: 4`` in one layer would go unnoticed.
+    """
+    import yaml
+
+    class StrictSafeLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                seen: set[tuple[str, str]] = set()
+                for key_node, _ in node.value:
+                    if not isinstance(key_node, yaml.ScalarNode):
+                        continue
+                    key = (key_node.tag, key_node.value)
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            "while constructing a mapping", node.start_mark,
+                            f"duplicate key {key_node.value!r}", key_node.start_mark)
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return StrictSafeLoader
+
+
+def _locate(text: str, index: int) -> tuple[int | None, str, str | None]:
+    """Layer index, layer name and field around character ``index`` of ``text`` (best effort).
+
+    Used for YAML errors found while constructing values (a rejected ``!!python/...`` tag, a
+    duplicate key): the text still composes, so the node tree says where the error sits.
+    """
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None, "", None
+    if not isinstance(root, yaml.MappingNode):
+        return None, "", None
+
+    def inside(node: Any) -> bool:
+        start, end = node.start_mark.index, node.end_mark.index
+        return start <= index < max(end, start + 1)
+
+    for key, value in root.value:
+        if not (inside(key) or inside(value)):
+            continue
+        top = str(getattr(key, "value", "")) or None
+        if top != "layers" or not isinstance(value, yaml.SequenceNode):
+            return None, "", top
+        for i, item in enumerate(value.value):
+            if not inside(item):
+                continue
+            name, fld = "", None
+            if isinstance(item, yaml.MappingNode):
+                for k, v in item.value:
+                    if not isinstance(k, yaml.ScalarNode):
+                        continue
+                    if k.value == "name" and isinstance(v, yaml.ScalarNode):
+                        name = v.value
+                    if fld is None and (inside(k) or inside(v)):
+                        fld = k.value
+            return i, name, fld
+        return None, "", top
+    return None, "", None
+
+
 def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
@@ -178,6 +249,10 @@ def _parse_layer(raw: Any, index: int, where: _Where) -> Layer:
                               f"{name!r}", index, name, "shape")
         problem = problem.replace(name=name)
     else:
+        if not explicit:
+            raise where.error("missing: give 'shape' (a benchdnn descriptor such as "
+                              "mb1ic64ih56oc64oh56kh3ph1) or the explicit fields ic, ih, oc, kh "
+                              "(and optionally the others)", index, name, "shape")
         for k, v in explicit.items():
             if not isinstance(v, int) or isinstance(v, bool):
                 raise where.error(f"expected an integer, got {v!r}", index, name, k)
@@ -284,11 +359,18 @@ def parse_suite(text: str, path: Path) -> Suite:
 
     where = _Where(path, _layer_lines(text))
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_strict_loader())  # a SafeLoader: no arbitrary objects
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         loc = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
+        if "constructor for the tag" in problem:
+            problem += " (suites are read with a safe loader: plain YAML only, no tags)"
+        layer, name, fld = _locate(text, mark.index) if mark else (None, "", None)
+        if layer is not None:
+            loc += f": layer {layer}" + (f" ({name!r})" if name else "")
+        if fld:
+            loc += f": field '{fld}'"
         raise SuiteError(f"{path}{loc}: not valid YAML: {problem}") from None
     if not isinstance(raw, dict):
         raise where.error(f"expected a mapping at the top level, got {type(raw).__name__}")
