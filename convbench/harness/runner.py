@@ -210,6 +210,7 @@ class Worker:
     def run(self, on_message: Callable[[dict[str, Any]], None]) -> WorkerEnd:
         end = WorkerEnd(finished=set())
         current: str | None = None
+        phase = "starting"
         try:
             for message in self.messages():
                 kind = message["type"]
@@ -218,10 +219,11 @@ class Worker:
                     culprit = message["case"]
                     what = f"{self.timeout:g} s" if culprit else f"{STARTUP_LIMIT_S:g} s"
                     end.culprit, end.status = culprit, "timeout"
-                    end.reason = f"killed after exceeding the time limit of {what}"
+                    end.reason = (f"killed after exceeding the time limit of {what} "
+                                  f"({phase})")
                     return end
                 if kind == "enter":
-                    current = message["case"]
+                    current, phase = message["case"], message["phase"]
                 elif kind in ("result", "counts"):
                     end.finished.add(message["case"])
                 on_message(message)
@@ -229,10 +231,11 @@ class Worker:
             if code == 0 and len(end.finished) == len(self.cases):
                 return end
             if code < 0:
-                end.status, end.reason = "crash", f"worker killed by {_signal_name(-code)}"
+                end.status = "crash"
+                end.reason = f"worker killed by {_signal_name(-code)} ({phase})"
             else:
                 end.status = "error"
-                end.reason = f"worker exited with code {code}: {_tail(self.log)}"
+                end.reason = f"worker exited with code {code} ({phase}): {_tail(self.log)}"
             end.culprit = current if current not in end.finished else None
             return end
         finally:

@@ -6,6 +6,8 @@ loop's own cost then vanish).  Variants of one layer are timed in *rounds*: each
 times the in-run reference kernel and then every variant once, starting at a different
 variant each round, so slow drifts of the machine (BRIEF.md: 40% swings lasting seconds)
 hit every variant alike and cancel in the ratio to the reference.
+
+Imports numba: only the worker imports this module, after setting the vector width.
 """
 
 from __future__ import annotations
@@ -15,12 +17,27 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 Call = Callable[[], None]
 
 MAX_LOOPS = 10**7
 REFERENCE_N = 256  # the reference sgemm is N x N times N x N, float32
+
+
+@numba.njit(parallel=True, cache=True)
+def _touch_threads(a):  # pragma: no cover - jitted
+    for i in numba.prange(a.size):
+        a[i] += 1.0
+
+
+def start_parallel_runtime() -> float:
+    """Start numba's thread pool (~0.35 s the first time a parallel kernel runs) so that the
+    first variant's compile time does not carry it; returns the seconds it took."""
+    t0 = time.perf_counter()
+    _touch_threads(np.zeros(64))
+    return time.perf_counter() - t0
 
 
 def time_calls(call: Call, loops: int) -> float:

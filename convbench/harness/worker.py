@@ -111,6 +111,7 @@ def run_job(job: dict[str, Any], channel: Channel) -> None:
         problem = ConvProblem(**job["problem"])
         x, w = make_inputs(problem, job.get("seed", 0))
         reference = Reference(problem, x, w)
+        runtime_start = timer.start_parallel_runtime()
         alive: list[tuple[dict[str, Any], Any, dict[str, Any]]] = []
         for spec in job["cases"]:
             variant = Variant.of(spec["algorithm"], spec["layout"], spec["params"])
@@ -129,7 +130,8 @@ def run_job(job: dict[str, Any], channel: Channel) -> None:
                        info=json.dumps(prepared.info(), sort_keys=True),
                        first_call_s=verdict.first_call_seconds)
             alive.append((spec, execution, row))
-        with_layer = {"numba_threading_layer": _threading_layer(numba)}
+        with_layer = {"numba_threading_layer": _threading_layer(numba),
+                      "parallel_runtime_start_s": runtime_start}
         channel.send("settings", settings=with_layer)
         if count_only:
             _count(alive, session, channel, calls=1)
