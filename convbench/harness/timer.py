@@ -40,20 +40,30 @@ def start_parallel_runtime() -> float:
     return time.perf_counter() - t0
 
 
-def time_calls(call: Call, loops: int) -> float:
-    """Seconds per call of ``call`` over ``loops`` consecutive calls."""
+def time_calls(call: Call, loops: int, args: tuple = ()) -> float:
+    """Seconds per call of ``call(*args)`` over ``loops`` consecutive calls.
+
+    A kernel's ``run(x, y)`` is called directly (no wrapper): the loop then costs what
+    timeit's does, about 30 ns per call less than calling through a closure.
+    """
     clock = time.perf_counter
+    if len(args) == 2:
+        x, y = args
+        t0 = clock()
+        for _ in range(loops):
+            call(x, y)
+        return (clock() - t0) / loops
     t0 = clock()
     for _ in range(loops):
-        call()
+        call(*args)
     return (clock() - t0) / loops
 
 
-def calibrate(call: Call, min_time: float) -> int:
-    """Smallest power-of-two-ish loop count whose value lasts at least ``min_time``."""
+def calibrate(call: Call, min_time: float, args: tuple = ()) -> int:
+    """Smallest loop count (growing geometrically) whose value lasts at least ``min_time``."""
     loops = 1
     while loops < MAX_LOOPS:
-        elapsed = time_calls(call, loops) * loops
+        elapsed = time_calls(call, loops, args) * loops
         if elapsed >= min_time:
             return loops
         # jump close to the target, at most 100x at a time (the first calls may be odd)
@@ -85,6 +95,7 @@ class Entry:
     key: str
     call: Call
     loops: int
+    args: tuple = ()
     values: list[float] = field(default_factory=list)
 
 
@@ -98,8 +109,8 @@ def run_rounds(entries: list[Entry], reference: Entry, rounds: int,
     n = len(entries)
     for r in range(rounds):
         on_enter(None)
-        reference.values.append(time_calls(reference.call, reference.loops))
+        reference.values.append(time_calls(reference.call, reference.loops, reference.args))
         for i in range(n):
             entry = entries[(r + i) % n]
             on_enter(entry.key)
-            entry.values.append(time_calls(entry.call, entry.loops))
+            entry.values.append(time_calls(entry.call, entry.loops, entry.args))

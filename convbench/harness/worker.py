@@ -142,11 +142,11 @@ def run_job(job: dict[str, Any], channel: Channel) -> None:
         entries = []
         for spec, ex, _row in alive:
             channel.enter(spec["case_id"], "calibrate")
-            call = _bind(ex.prepared.run, ex.x, ex.y)
-            loops = timer.calibrate(call, timing["min_time"])
+            run, args = ex.prepared.run, (ex.x, ex.y)
+            loops = timer.calibrate(run, timing["min_time"], args)
             for _ in range(timing["warmups"]):
-                timer.time_calls(call, loops)
-            entries.append(timer.Entry(spec["case_id"], call, loops))
+                timer.time_calls(run, loops, args)
+            entries.append(timer.Entry(spec["case_id"], run, loops, args))
         timer.run_rounds(entries, ref_entry, timing["values"],
                          on_enter=lambda key: channel.enter(key, "time"))
         for (_spec, _ex, row), entry in zip(alive, entries, strict=True):
@@ -161,12 +161,6 @@ def run_job(job: dict[str, Any], channel: Channel) -> None:
                          ref_loops=ref_entry.loops)
     finally:
         session.close()
-
-
-def _bind(run: Any, x: Any, y: Any) -> Any:
-    def call() -> None:
-        run(x, y)
-    return call
 
 
 def _threading_layer(numba: Any) -> str:
