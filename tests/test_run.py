@@ -172,3 +172,23 @@ def test_cli_rejects_more_threads_than_cores(tmp_path):
     suite.write_text(text)
     bad = convbench("run", str(suite), "--dry-run")
     assert bad.returncode == 2 and "exceed" in bad.stderr
+
+
+def test_sigterm_leaves_an_interrupted_run_that_resumes(tmp_path):
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "term"
+    proc = subprocess.Popen([sys.executable, "-m", "convbench", "run", str(TINY), "-o",
+                             str(out), "-q", "--values", "30", "--min-time", "0.01"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not (out / schema.MANIFEST).exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert store.load(out).manifest["status"] == "interrupted"
+    assert "--resume" in err.decode()

@@ -434,5 +434,5 @@ def summary(rows: Sequence[dict[str, Any]]) -> str:
              f"network total (count x best time, {len(table) - 1} layers): {_seconds(total)}"]
     if layers_without:
         lines.append(f"no ok case for: {', '.join(layers_without)}")
-    lines.append("cases: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    lines.append("cases: " + (", ".join(f"{n} {s}" for s, n in counts.items() if n) or "none"))
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from typing import Any, TextIO
 
@@ -50,7 +51,6 @@ def _die_with_parent() -> None:
     """Ask Linux to kill this worker if the runner dies (a SIGKILLed runner leaves no orphan)."""
     try:
         import ctypes
-        import signal
 
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
@@ -192,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fd", type=int, required=True, help="descriptor to report on")
     args = parser.parse_args(argv)
     _die_with_parent()
+    # Ctrl-C reaches the whole process group; the runner decides and kills this worker, so
+    # an interrupt is never mistaken for a failing case.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with open(args.job) as f:
         job = json.load(f)
     apply_vector_width(job["vector_width"])  # before anything imports numba
