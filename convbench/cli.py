@@ -44,6 +44,7 @@ def cli() -> None:
       convbench suites                       list the shipped suites
       convbench show resnet50                the layers of a suite with FLOPs
       convbench check suites/smoke.yaml      verify every kernel against the reference
+      convbench run suites/smoke.yaml        time the sweep, write results/<suite>-<time>/
     """
 
 

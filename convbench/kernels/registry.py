@@ -1,8 +1,15 @@
-"""Discovers the algorithm modules of :mod:`convbench.kernels` and enumerates variants."""
+"""Discovers the algorithm modules of :mod:`convbench.kernels` and enumerates variants.
+
+``CONVBENCH_EXTRA_KERNELS`` (comma-separated module paths, e.g. ``tests.fault_kernels``)
+names extra modules whose ``ALGORITHMS`` are registered too: tests use it to add kernels
+that crash, hang or answer wrongly without shipping them in :mod:`convbench.kernels`.
+The variable is inherited by worker processes, so they see the same registry.
+"""
 
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from collections.abc import Iterator, Mapping
 from functools import cache
@@ -13,6 +20,7 @@ from convbench.spec.problem import ConvProblem
 
 # Modules of the package that hold infrastructure, not algorithms.
 _NOT_ALGORITHMS = {"base", "registry", "reference", "layouts"}
+EXTRA_KERNELS_ENV = "CONVBENCH_EXTRA_KERNELS"
 
 
 @cache
@@ -20,11 +28,14 @@ def algorithms() -> dict[str, Algorithm]:
     """Every registered algorithm by name, in module order."""
     import convbench.kernels as pkg
 
+    names = [f"convbench.kernels.{info.name}"
+             for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name)
+             if info.name not in _NOT_ALGORITHMS and not info.name.startswith("_")]
+    extra = os.environ.get(EXTRA_KERNELS_ENV, "")
+    names += [name.strip() for name in extra.split(",") if name.strip()]
     found: dict[str, Algorithm] = {}
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        if info.name in _NOT_ALGORITHMS or info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"convbench.kernels.{info.name}")
+    for name in names:
+        module = importlib.import_module(name)
         for alg in getattr(module, "ALGORITHMS", ()):
             if alg.name in found:
                 raise RuntimeError(f"algorithm {alg.name!r} registered twice")

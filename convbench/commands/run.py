@@ -1,0 +1,80 @@
+"""``convbench run``: sweep a suite and write a results directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("run")
+@click.argument("suite", required=False)
+@click.option("-o", "--output", type=click.Path(path_type=Path),
+              help="Results directory (default results/<suite>-<UTC timestamp>).")
+@click.option("--resume", "resume_dir", type=click.Path(path_type=Path),
+              help="Finish a partial results directory: run only the cases it lacks.")
+@click.option("--dry-run", is_flag=True, help="Print the plan's size and estimated duration.")
+@click.option("--only", multiple=True, metavar="KEY=GLOB[,KEY=GLOB]",
+              help="Keep cases matching every KEY=GLOB of one --only (repeat for "
+                   "alternatives). Keys: layer, algorithm, layout, variant, threads, "
+                   "vector_width. Example: --only 'layer=res2a*,algorithm=im2col'.")
+@click.option("--exclude", multiple=True, metavar="KEY=GLOB[,KEY=GLOB]",
+              help="Drop cases matching every KEY=GLOB of one --exclude (repeatable).")
+@click.option("--counters", type=click.Choice(["none", "perf", "sim"]), default="none",
+              show_default=True, help="Hardware (perf) or simulated (sim) counters per case.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--min-time", type=float, help="Override timing.min_time (s per value).")
+@click.option("--values", "n_values", type=click.IntRange(min=3),
+              help="Override timing.values.")
+@click.option("--warmups", type=click.IntRange(min=0), help="Override timing.warmups.")
+@click.option("--timeout", type=float, help="Override timing.timeout (s per case).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar (for CI).")
+def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry_run: bool,
+            only: tuple[str, ...], exclude: tuple[str, ...], counters: str, seed: int,
+            min_time: float | None, n_values: int | None, warmups: int | None,
+            timeout: float | None, quiet: bool) -> int:
+    """Measure every variant of SUITE's sweep (a YAML path or a shipped suite's name).
+
+    Each layer's variants are timed round-robin in a worker process together with an
+    in-run sgemm reference; crashes, hangs and wrong answers are recorded per case.
+    Results are written as cases finish; Ctrl-C leaves a partial directory that
+    --resume completes.  Exit code 1 when any case failed, crashed, timed out or raised.
+    """
+    from convbench.errors import ConvbenchError
+    from convbench.harness import runner
+    from convbench.harness.plan import format_duration
+
+    if resume_dir is not None:
+        if suite or output:
+            raise ConvbenchError("--resume takes the results directory alone (no SUITE, -o)")
+        outcome = runner.resume(resume_dir, quiet)
+    else:
+        if not suite:
+            raise ConvbenchError("give a SUITE to run, or --resume DIR")
+        overrides = {k: v for k, v in (("min_time", min_time), ("values", n_values),
+                                       ("warmups", warmups), ("timeout", timeout))
+                     if v is not None}
+        options = runner.RunOptions(only=only, exclude=exclude, counters=counters,
+                                    seed=seed, timing=overrides)
+        if dry_run:
+            from convbench.spec.suite import load_suite
+
+            plan = runner.make_plan(load_suite(suite), options)
+            groups = plan.groups(plan.runnable)
+            click.echo(f"{len(plan.cases)} cases ({len(plan.runnable)} to measure, "
+                       f"{len(plan.cases) - len(plan.runnable)} skipped) in {len(groups)} "
+                       f"worker groups; estimated duration "
+                       f"{format_duration(plan.estimate_seconds())} (an estimate: min_time "
+                       f"{plan.timing.min_time:g} s x (calibration + {plan.timing.warmups} "
+                       f"warmups + {plan.timing.values} values) per case plus compile and "
+                       f"worker start allowances; kernels slower than min_time take longer)")
+            return 0
+        runner.check_counters_available(counters)
+        outcome = runner.run_suite(suite, output, options, quiet)
+    click.echo(runner.summary(outcome.rows))
+    click.echo(f"results: {outcome.path}")
+    if outcome.interrupted:
+        click.echo(f"interrupted; finish with: convbench run --resume {outcome.path}", err=True)
+        return 130
+    bad = [r for r in outcome.rows if r["status"] not in ("ok", "skip")]
+    return 1 if bad else 0

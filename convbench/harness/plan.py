@@ -1,0 +1,169 @@
+"""The plan of a run: the suite's sweep expanded into cases, filtered, grouped and estimated.
+
+A case is one layer x variant (algorithm, layout, parameters) x thread count x vector
+width, with a stable id (``layer|variant|t<threads>|v<width>``, schema.COLUMNS "case_id").
+Variants that do not apply are kept as cases with a skip reason (recorded, never dropped).
+Cases of one layer with the same threads and vector width form a *group*: one worker
+process times them round-robin together with the in-run reference kernel.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from convbench.errors import ConvbenchError
+from convbench.kernels import registry
+from convbench.kernels.base import Variant
+from convbench.spec.problem import ConvProblem
+from convbench.spec.suite import Suite, TimingOptions
+
+# Keys accepted by --only / --exclude, and how to read each from a case.
+FILTER_KEYS = ("layer", "algorithm", "layout", "variant", "threads", "vector_width")
+_KEY_ALIASES = {"alg": "algorithm", "width": "vector_width", "vw": "vector_width",
+                "t": "threads"}
+
+# Estimate: a compile (or cache load) per case and a worker start per group, in seconds.
+COMPILE_ALLOWANCE_S = 0.5
+WORKER_START_S = 1.5
+CALIBRATION_VALUES = 3  # values' worth of time spent finding the loop count
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measurement the run owes: a variant of a layer at a thread count and width."""
+
+    suite: str
+    problem: ConvProblem
+    layer_count: int
+    variant: Variant
+    threads: int
+    vector_width: str
+    skip_reason: str | None = None
+    baseline: bool = False
+
+    @property
+    def layer(self) -> str:
+        return self.problem.name
+
+    @property
+    def case_id(self) -> str:
+        return f"{self.layer}|{self.variant.id}|t{self.threads}|v{self.vector_width}"
+
+    @property
+    def group(self) -> tuple[str, int, str]:
+        """Cases sharing a group run round-robin in one worker process."""
+        return (self.layer, self.threads, self.vector_width)
+
+    @property
+    def pyperf_name(self) -> str:
+        """Readable benchmark name, e.g. ``res2a/im2col/nhwc/gemm=blas/t1/vauto``."""
+        return f"{self.layer}/{self.variant.id}/t{self.threads}/v{self.vector_width}"
+
+    def field(self, key: str) -> str:
+        values = {"layer": self.layer, "algorithm": self.variant.algorithm,
+                  "layout": self.variant.layout, "variant": self.variant.id,
+                  "threads": str(self.threads), "vector_width": self.vector_width}
+        return values[key]
+
+
+@dataclass(frozen=True)
+class Filter:
+    """``KEY=GLOB[,KEY=GLOB...]``: a case matches when every key matches one of its globs."""
+
+    globs: tuple[tuple[str, tuple[str, ...]], ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Filter:
+        by_key: dict[str, list[str]] = {}
+        for part in text.split(","):
+            key, sep, glob = part.partition("=")
+            key = _KEY_ALIASES.get(key.strip(), key.strip())
+            if not sep or not glob.strip():
+                raise ConvbenchError(f"filter {text!r}: expected KEY=GLOB, got {part!r}")
+            if key not in FILTER_KEYS:
+                raise ConvbenchError(f"filter {text!r}: unknown key {key!r}; expected one of "
+                                     f"{', '.join(FILTER_KEYS)}")
+            by_key.setdefault(key, []).append(glob.strip())
+        return cls(tuple((k, tuple(v)) for k, v in by_key.items()))
+
+    def matches(self, case: Case) -> bool:
+        return all(any(fnmatch.fnmatchcase(case.field(key), g) for g in globs)
+                   for key, globs in self.globs)
+
+
+@dataclass(frozen=True)
+class Plan:
+    suite: Suite
+    cases: tuple[Case, ...]
+    timing: TimingOptions
+
+    @property
+    def runnable(self) -> list[Case]:
+        return [c for c in self.cases if c.skip_reason is None]
+
+    def groups(self, cases: Iterable[Case] | None = None) -> list[list[Case]]:
+        """Cases grouped by (layer, threads, width), in plan order."""
+        grouped: dict[tuple[str, int, str], list[Case]] = {}
+        for case in self.cases if cases is None else cases:
+            grouped.setdefault(case.group, []).append(case)
+        return list(grouped.values())
+
+    def estimate_seconds(self, cases: Iterable[Case] | None = None) -> float:
+        """Rough wall time: per case, calibration + warmups + values at ``min_time`` plus a
+        compile allowance; per group, a worker start and the reference kernel's share.
+
+        An estimate only: a kernel whose single call outlasts ``min_time`` takes longer.
+        """
+        t = self.timing
+        per_value = t.min_time
+        total = 0.0
+        for group in self.groups(c for c in (cases or self.cases) if c.skip_reason is None):
+            values = CALIBRATION_VALUES + t.warmups + t.values
+            total += WORKER_START_S + values * per_value  # the reference kernel
+            total += len(group) * (COMPILE_ALLOWANCE_S + values * per_value)
+        return total
+
+
+def build_plan(suite: Suite, only: Sequence[str] = (), exclude: Sequence[str] = (),
+               timing: TimingOptions | None = None, cpu_count: int | None = None) -> Plan:
+    """Expand ``suite.sweep`` into cases; ``only``/``exclude`` are :class:`Filter` texts.
+
+    Several ``only`` filters are alternatives (a case is kept when one matches); a case
+    matching any ``exclude`` filter is dropped.
+    """
+    sweep = suite.sweep
+    cores = cpu_count or os.cpu_count() or 1
+    too_many = [t for t in sweep.threads if t > cores]
+    if too_many:
+        raise ConvbenchError(f"suite {suite.name}: threads {too_many} exceed the {cores} "
+                             f"core(s) of this machine")
+    for name in sweep.algorithms or ():
+        registry.get(name)  # unknown names are a user error, said once here
+    keep = [Filter.parse(text) for text in only]
+    drop = [Filter.parse(text) for text in exclude]
+    cases: list[Case] = []
+    for layer in suite.layers:
+        found = list(registry.variants(layer.problem, sweep.algorithms, sweep.layouts,
+                                       sweep.params))
+        for threads in sweep.threads:
+            for width in sweep.vector_widths:
+                for variant, skip in found:
+                    case = Case(suite.name, layer.problem, layer.count, variant, threads,
+                                width, skip, registry.get(variant.algorithm).baseline)
+                    if keep and not any(f.matches(case) for f in keep):
+                        continue
+                    if any(f.matches(case) for f in drop):
+                        continue
+                    cases.append(case)
+    if not cases:
+        raise ConvbenchError(f"suite {suite.name}: the filters leave no case to run")
+    return Plan(suite=suite, cases=tuple(cases), timing=timing or sweep.timing)
+
+
+def format_duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"

@@ -1,0 +1,121 @@
+"""The host a run measured: environment.json (schema.ENVIRONMENT_JSON).
+
+Results from different hosts are expected (BRIEF.md: the machine changes between
+sessions), so every run records what could change its figures: CPU model and flags, cores,
+kernel, frequency governor, library versions, the numba threading layer and vector-width
+settings its workers applied, perf availability, and load plus hypervisor steal before and
+after the run.  Anything unreadable is recorded as ``"unknown"``, never guessed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import shutil
+import socket
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+LIBRARIES = ("numpy", "numba", "llvmlite", "scipy", "pandas", "pyarrow", "pyperf",
+             "threadpoolctl", "click")
+UNKNOWN = "unknown"
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def cpu_info() -> dict[str, Any]:
+    """Model name and flags of the first CPU in /proc/cpuinfo."""
+    fields: dict[str, str] = {}
+    for line in _read("/proc/cpuinfo").splitlines():
+        if not line.strip():
+            break  # the first processor's block is enough
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    return {"cpu_model": fields.get("model name", platform.processor() or UNKNOWN),
+            "cpu_flags": fields.get("flags", "").split(),
+            "cpu_mhz_nominal": float(fields["cpu MHz"]) if "cpu MHz" in fields else None}
+
+
+def cpu_times() -> dict[str, int]:
+    """Aggregate jiffies from /proc/stat: total and steal (hypervisor) time."""
+    for line in _read("/proc/stat").splitlines():
+        if line.startswith("cpu "):
+            ticks = [int(v) for v in line.split()[1:]]
+            steal = ticks[7] if len(ticks) > 7 else 0
+            return {"total": sum(ticks[:8]), "steal": steal}
+    return {"total": 0, "steal": 0}
+
+
+def load_snapshot() -> dict[str, Any]:
+    """Load average and CPU times now; two snapshots give the steal share between them."""
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = []
+    return {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "loadavg": load, "cpu_times": cpu_times()}
+
+
+def steal_share(before: dict[str, Any], after: dict[str, Any]) -> float | None:
+    """Fraction of CPU time the hypervisor stole between two snapshots."""
+    total = after["cpu_times"]["total"] - before["cpu_times"]["total"]
+    if total <= 0:
+        return None
+    return (after["cpu_times"]["steal"] - before["cpu_times"]["steal"]) / total
+
+
+def _governor() -> str:
+    return _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor").strip() or UNKNOWN
+
+
+def _perf() -> dict[str, Any]:
+    paranoid = _read("/proc/sys/kernel/perf_event_paranoid").strip()
+    return {"perf_binary": shutil.which("perf") or "", "perf_event_paranoid":
+            int(paranoid) if paranoid.lstrip("-").isdigit() else None}
+
+
+def _versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    from convbench import __version__
+
+    versions["convbench"] = __version__
+    return versions
+
+
+def collect() -> dict[str, Any]:
+    """environment.json at the start of a run (``load_before`` included)."""
+    uname = platform.uname()
+    return {"host": socket.gethostname(), **cpu_info(), "cores": os.cpu_count(),
+            "machine": uname.machine, "kernel": uname.release, "os": uname.system,
+            "governor": _governor(), "libraries": _versions(), **_perf(),
+            "load_before": load_snapshot(), "workers": {}}
+
+
+def finish(environment: dict[str, Any]) -> dict[str, Any]:
+    """Add the load after the run and the steal share during it."""
+    after = load_snapshot()
+    return {**environment, "load_after": after,
+            "steal_share": steal_share(environment["load_before"], after)}
+
+
+def peak_gflops(environment: dict[str, Any], threads: int, width: str) -> float:
+    """The measured peak for a thread count and width when the environment knows one.
+
+    Read from ``environment["limits"]["peak_gflops"]["t<threads>/v<width>"]`` (filled by
+    a machine measurement when one exists); NaN otherwise, so ``peak_share`` is NaN.
+    """
+    peaks = environment.get("limits", {}).get("peak_gflops", {})
+    value = peaks.get(f"t{threads}/v{width}")
+    return float(value) if isinstance(value, (int, float)) else float("nan")

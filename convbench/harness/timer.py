@@ -1,0 +1,116 @@
+"""Timing inside a worker: calibrated inner loops and round-robin rounds with a reference.
+
+A *value* is the mean time of one call over ``loops`` back-to-back calls, with ``loops``
+calibrated so that a value lasts at least ``min_time`` (the clock's resolution and the
+loop's own cost then vanish).  Variants of one layer are timed in *rounds*: each round
+times the in-run reference kernel and then every variant once, starting at a different
+variant each round, so slow drifts of the machine (BRIEF.md: 40% swings lasting seconds)
+hit every variant alike and cancel in the ratio to the reference.
+
+Imports numba: only the worker imports this module, after setting the vector width.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numba
+import numpy as np
+
+Call = Callable[[], None]
+
+MAX_LOOPS = 10**7
+REFERENCE_N = 256  # the reference sgemm is N x N times N x N, float32
+
+
+@numba.njit(parallel=True, cache=True)
+def _touch_threads(a):  # pragma: no cover - jitted
+    for i in numba.prange(a.size):
+        a[i] += 1.0
+
+
+def start_parallel_runtime() -> float:
+    """Start numba's thread pool (~0.35 s the first time a parallel kernel runs) so that the
+    first variant's compile time does not carry it; returns the seconds it took."""
+    t0 = time.perf_counter()
+    _touch_threads(np.zeros(64))
+    return time.perf_counter() - t0
+
+
+def time_calls(call: Call, loops: int, args: tuple = ()) -> float:
+    """Seconds per call of ``call(*args)`` over ``loops`` consecutive calls.
+
+    A kernel's ``run(x, y)`` is called directly (no wrapper): the loop then costs what
+    timeit's does, about 30 ns per call less than calling through a closure.
+    """
+    clock = time.perf_counter
+    if len(args) == 2:
+        x, y = args
+        t0 = clock()
+        for _ in range(loops):
+            call(x, y)
+        return (clock() - t0) / loops
+    t0 = clock()
+    for _ in range(loops):
+        call(*args)
+    return (clock() - t0) / loops
+
+
+def calibrate(call: Call, min_time: float, args: tuple = ()) -> int:
+    """Smallest loop count (growing geometrically) whose value lasts at least ``min_time``."""
+    loops = 1
+    while loops < MAX_LOOPS:
+        elapsed = time_calls(call, loops, args) * loops
+        if elapsed >= min_time:
+            return loops
+        # jump close to the target, at most 100x at a time (the first calls may be odd)
+        grow = 100.0 if elapsed <= 0 else min(100.0, 1.2 * min_time / elapsed)
+        loops = min(MAX_LOOPS, max(loops * 2, math.ceil(loops * grow)))
+    return loops
+
+
+class ReferenceKernel:
+    """A fixed-size float32 sgemm through numpy's BLAS: the in-run yardstick."""
+
+    name = f"sgemm{REFERENCE_N}"
+
+    def __init__(self, n: int = REFERENCE_N, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        self.a = rng.standard_normal((n, n), dtype=np.float32)
+        self.b = rng.standard_normal((n, n), dtype=np.float32)
+        self.c = np.empty((n, n), np.float32)
+        self.flops = 2 * n**3
+
+    def __call__(self) -> None:
+        np.matmul(self.a, self.b, out=self.c)
+
+
+@dataclass
+class Entry:
+    """One timed participant of the rounds."""
+
+    key: str
+    call: Call
+    loops: int
+    args: tuple = ()
+    values: list[float] = field(default_factory=list)
+
+
+def run_rounds(entries: list[Entry], reference: Entry, rounds: int,
+               on_enter: Callable[[str | None], None] = lambda key: None) -> None:
+    """Append one value per round to every entry and to ``reference``.
+
+    ``on_enter(key)`` is told which entry is about to run (None for the reference), so the
+    parent can charge a hang to the right variant.
+    """
+    n = len(entries)
+    for r in range(rounds):
+        on_enter(None)
+        reference.values.append(time_calls(reference.call, reference.loops, reference.args))
+        for i in range(n):
+            entry = entries[(r + i) % n]
+            on_enter(entry.key)
+            entry.values.append(time_calls(entry.call, entry.loops, entry.args))

@@ -1,0 +1,208 @@
+"""``convbench run`` end to end on a tiny suite: the results directory and pyperf on it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from convbench.harness import runner
+from convbench.harness.plan import build_plan
+from convbench.results import schema, stats, store
+from convbench.spec.suite import load_suite
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "data" / "tiny_suite.yaml"
+
+
+def convbench(*args: str, env: dict | None = None, check: bool = False):
+    return subprocess.run([sys.executable, "-m", "convbench", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=check)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tiny") / "run"
+    outcome = runner.run_suite(TINY, out, quiet=True)
+    assert not outcome.interrupted
+    return out
+
+
+def test_directory_has_every_file(tiny_run):
+    for name in (*schema.REQUIRED_FILES, schema.RESULTS_CSV, schema.PYPERF_JSON,
+                 schema.SUITE_COPY):
+        assert (tiny_run / name).is_file(), name
+    manifest = json.loads((tiny_run / schema.MANIFEST).read_text())
+    assert manifest["status"] == "complete"
+    assert manifest["format_version"] == schema.FORMAT_VERSION
+    env = json.loads((tiny_run / schema.ENVIRONMENT_JSON).read_text())
+    for key in ("host", "cpu_model", "cpu_flags", "cores", "kernel", "governor", "libraries",
+                "load_before", "load_after", "steal_share", "perf_binary"):
+        assert key in env, key
+    assert env["workers"]["t1/vauto"]["numba_threads"] == 1
+    assert env["workers"]["t1/vauto"]["numba_threading_layer"]
+
+
+def test_table_has_documented_columns_and_dtypes(tiny_run):
+    table = store.load(tiny_run).table
+    assert list(table.columns[:len(schema.COLUMNS)]) == list(schema.COLUMNS)
+    for col, (dtype, _) in schema.COLUMNS.items():
+        kind = {"string": pd.api.types.is_string_dtype, "bool": pd.api.types.is_bool_dtype,
+                "int64": pd.api.types.is_integer_dtype,
+                "float64": pd.api.types.is_float_dtype}[dtype]
+        assert kind(table[col]), (col, table[col].dtype)
+    plan = build_plan(load_suite(TINY))
+    assert set(table["case_id"]) == {c.case_id for c in plan.cases}
+    assert (table["status"] == "ok").all()
+    ok = table
+    assert (ok["min_s"] <= ok["median_s"]).all() and (ok["median_s"] <= ok["max_s"]).all()
+    assert (ok["ci_low_s"] <= ok["median_s"]).all() and (ok["median_s"] <= ok["ci_high_s"]).all()
+    assert (ok["n_values"] == 3).all() and (ok["loops"] >= 1).all()
+    assert np.allclose(ok["gflops"], ok["flops"] / ok["median_s"] / 1e9)
+    assert ok["peak_share"].isna().all()  # no machine peak known yet
+    assert (ok["ref_ratio"] > 0).all() and (ok["err_bound_ratio"] <= 1).all()
+    assert (ok["compile_s"] >= 0).all() and (ok["prepare_s"] > 0).all()
+    csv = pd.read_csv(tiny_run / schema.RESULTS_CSV)
+    assert list(csv["case_id"]) == list(table["case_id"])
+
+
+def test_values_long_form(tiny_run):
+    res = store.load(tiny_run)
+    values = res.values
+    assert list(values.columns) == list(schema.VALUE_COLUMNS)
+    assert len(values) == res.table["n_values"].sum()
+    for case_id, group in values.groupby("case_id"):
+        row = res.table.set_index("case_id").loc[case_id]
+        assert np.isclose(np.median(group["value"]), row["median_s"])
+        ratio = np.median(group["value"] / group["ref_value"])
+        assert np.isclose(ratio, row["ref_ratio"])
+        assert list(group["round"]) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("cmd", ["stats", "show"])
+def test_pyperf_reads_the_suite(tiny_run, cmd):
+    out = subprocess.run([sys.executable, "-m", "pyperf", cmd, str(tiny_run / "pyperf.json")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "conv3x3/im2col/nchw/gemm=blas/t1/vauto" in out.stdout
+
+
+def test_pyperf_metadata(tiny_run):
+    import pyperf
+
+    suite = pyperf.BenchmarkSuite.load(str(tiny_run / "pyperf.json"))
+    bench = suite.get_benchmark("conv1x1/direct/nhwc/t1/vauto")
+    meta = bench.get_metadata()
+    assert meta["threads"] == 1 and meta["vector_width"] == "auto"
+    assert meta["flops"] == 2 * 8 * 8 * 8 * 16 and meta["loops"] >= 1
+    assert bench.get_nvalue() == 3
+
+
+def test_summary_names_best_variant_per_layer(tiny_run):
+    text = runner.summary(store.load(tiny_run).table.to_dict("records"))
+    assert "conv3x3" in text and "conv1x1" in text and "network total" in text
+
+
+def test_bootstrap_interval_is_seeded_and_brackets_the_median():
+    rng = np.random.default_rng(3)
+    values = rng.lognormal(0, 0.2, 15)
+    low, high = stats.bootstrap_median_ci(values)
+    assert (low, high) == stats.bootstrap_median_ci(values)
+    assert low <= np.median(values) <= high
+    summary = stats.summarize([1.0, 2.0, 3.0, 4.0])
+    assert summary["median_s"] == 2.5 and summary["iqr_s"] == 1.5 and summary["min_s"] == 1
+
+
+def test_resume_after_kill_completes_the_same_cases(tiny_run, tmp_path):
+    import os
+
+    out = tmp_path / "killed"
+    env = {**os.environ, runner.KILL_AFTER_ENV: "2"}
+    first = convbench("run", str(TINY), "-o", str(out), "-q", env=env)
+    assert first.returncode == -9, first.stderr
+    partial = store.load(out)
+    assert partial.manifest["status"] == "running"
+    assert len(partial.table) == 2
+    second = convbench("run", "--resume", str(out), "-q")
+    assert second.returncode == 0, second.stderr
+    done = store.load(out)
+    assert done.complete
+    full = store.load(tiny_run)
+    assert sorted(done.table["case_id"]) == sorted(full.table["case_id"])
+    assert len(done.values) == done.table["n_values"].sum()
+    # the two runs compare with pyperf
+    compare = subprocess.run([sys.executable, "-m", "pyperf", "compare_to",
+                              str(tiny_run / "pyperf.json"), str(out / "pyperf.json")],
+                             capture_output=True, text=True)
+    assert compare.returncode == 0, compare.stderr
+    assert "conv3x3/direct/nchw/t1/vauto" in compare.stdout
+
+
+def test_resume_of_a_complete_run_measures_nothing(tiny_run, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_run, copy)
+    outcome = runner.resume(copy, quiet=True)
+    assert len(outcome.rows) == len(store.load(tiny_run).table)
+
+
+def test_cli_dry_run_and_user_errors():
+    dry = convbench("run", str(TINY), "--dry-run", "--only", "layer=conv3x3")
+    assert dry.returncode == 0, dry.stderr
+    assert "4 cases" in dry.stdout and "estimate" in dry.stdout
+    for args, message in [(["--counters", "perf"], "not available"),
+                          (["--only", "colour=red"], "unknown key")]:
+        bad = convbench("run", str(TINY), "--dry-run", *args)
+        if args[0] == "--counters":
+            bad = convbench("run", str(TINY), *args)
+        assert bad.returncode == 2 and message in bad.stderr, bad.stderr
+
+
+def test_cli_rejects_more_threads_than_cores(tmp_path):
+    import os
+
+    text = TINY.read_text().replace("threads: [1]", f"threads: [{(os.cpu_count() or 1) + 1}]")
+    suite = tmp_path / "many.yaml"
+    suite.write_text(text)
+    bad = convbench("run", str(suite), "--dry-run")
+    assert bad.returncode == 2 and "exceed" in bad.stderr
+
+
+def test_sigterm_leaves_an_interrupted_run_that_resumes(tmp_path):
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "term"
+    proc = subprocess.Popen([sys.executable, "-m", "convbench", "run", str(TINY), "-o",
+                             str(out), "-q", "--values", "30", "--min-time", "0.01"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not (out / schema.MANIFEST).exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert store.load(out).manifest["status"] == "interrupted"
+    assert "--resume" in err.decode()
+
+
+def test_vector_width_feature_strings():
+    from convbench.harness.worker import cpu_features
+
+    assert cpu_features("auto") is None
+    wide, narrow = cpu_features("512"), cpu_features("256")
+    assert wide.endswith(",-prefer-256-bit") and narrow.endswith(",+prefer-256-bit")
+    assert wide.rsplit(",", 1)[0] == narrow.rsplit(",", 1)[0]  # the host's own features
+
+
+def test_help_documents_filters():
+    out = convbench("run", "--help")
+    assert out.returncode == 0 and "KEY=GLOB" in out.stdout and "--resume" in out.stdout

@@ -1,0 +1,52 @@
+"""A segfault, a hang, an exception and a wrong answer cost only their own case; a slow first
+call (standing in for a JIT compile) is recorded as compile time, never as a timed value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from convbench.harness import runner
+from convbench.kernels import registry
+from convbench.results import store
+from tests import fault_kernels
+
+FAULTS = Path(__file__).parent / "data" / "fault_suite.yaml"
+
+
+@pytest.fixture(scope="module")
+def fault_table(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv(registry.EXTRA_KERNELS_ENV, "tests.fault_kernels")
+    registry.algorithms.cache_clear()
+    try:
+        out = tmp_path_factory.mktemp("faults") / "run"
+        runner.run_suite(FAULTS, out, quiet=True)
+    finally:
+        mp.undo()
+        registry.algorithms.cache_clear()
+    return store.load(out).table.set_index("algorithm")
+
+
+def test_each_fault_is_recorded_with_a_reason(fault_table):
+    status = fault_table["status"].to_dict()
+    assert status == {"t_good": "ok", "t_segfault": "crash", "t_hang": "timeout",
+                      "t_wrong": "fail", "t_raises": "error", "t_slowjit": "ok"}
+    reason = fault_table["reason"]
+    assert "SIGSEGV" in reason["t_segfault"]
+    assert "time limit" in reason["t_hang"]
+    assert "bound" in reason["t_wrong"] and fault_table.loc["t_wrong", "err_bound_ratio"] > 1
+    assert "ValueError" in reason["t_raises"]
+    assert reason["t_good"] == ""
+
+
+def test_failed_cases_carry_no_timing(fault_table):
+    bad = fault_table[fault_table["status"] != "ok"]
+    assert (bad["n_values"] == 0).all() and bad["median_s"].isna().all()
+
+
+def test_first_call_is_compile_time_not_a_value(fault_table):
+    slow = fault_table.loc["t_slowjit"]
+    assert slow["compile_s"] >= fault_kernels.FIRST_CALL_SLEEP_S - 0.05
+    assert slow["max_s"] < fault_kernels.FIRST_CALL_SLEEP_S / 3
