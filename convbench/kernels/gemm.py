@@ -38,6 +38,17 @@ DEFAULT_MR, DEFAULT_NR = 8, 48
 DEFAULT_MC, DEFAULT_KC, DEFAULT_NC = 96, 256, 4032   # A block 96 KiB (L2), NC = 84 panels
 
 
+def stable_identity(dispatcher, name: str):
+    """Give a numba function or intrinsic a fixed identity so ``cache=True`` works.
+
+    numba keys a closure's cache entry on its pickled free variables; a captured numba
+    function (and each intrinsic it uses) pickles with a random per-process uuid, so every
+    process missed the cache and recompiled (~1.5 s a kernel).  A uuid made of the name
+    (and tile) is stable.  ``_set_uuid`` is numba's private hook for exactly this state."""
+    dispatcher._set_uuid(f"convbench.kernels.{name}")
+    return dispatcher
+
+
 @intrinsic
 def stack_f32(typingctx, n):  # pragma: no cover - typing/codegen hook
     """Pointer to ``n`` (a compile-time constant) float32 slots on the caller's stack."""
@@ -49,6 +60,9 @@ def stack_f32(typingctx, n):  # pragma: no cover - typing/codegen hook
         return cgutils.alloca_once(builder, context.get_value_type(types.float32), size=count)
 
     return types.CPointer(types.float32)(n), codegen
+
+
+stable_identity(stack_f32, "gemm.stack_f32")
 
 
 @intrinsic
@@ -71,6 +85,9 @@ def f32_at(typingctx, base, offset):  # pragma: no cover - typing/codegen hook
     return types.float32(base, offset), codegen
 
 
+stable_identity(f32_at, "gemm.f32_at")
+
+
 @dataclass(frozen=True)
 class MicroKernels:
     """Jitted functions for one MR x NR micro-tile (MR, NR are compile-time constants)."""
@@ -88,6 +105,7 @@ class MicroKernels:
 def micro_kernels(mr: int, nr: int) -> MicroKernels:
     """Compile (or load from numba's cache) the kernels for an MR x NR micro-tile."""
     MR, NR, MN = mr, nr, mr * nr
+    tile = f"{mr}x{nr}"
 
     @numba.njit(parallel=True, cache=True)
     def pack_a(a, ap):  # pragma: no cover - jitted
@@ -136,6 +154,8 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
                 for j in range(cols):
                     crow[j] += acc[i, j]
 
+    stable_identity(store_tile, f"gemm.store_tile.{tile}")
+
     @numba.njit(fastmath=True, cache=True)
     def micro(kc, a_panel, b_panel, c, i0, j0, first):  # pragma: no cover - jitted
         """MR x NR tile of C (+)= a_panel (kc x MR)^T @ b_panel (kc x NR)."""
@@ -149,6 +169,8 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
                 for j in range(NR):
                     acc[i, j] += a * b_panel[kk * NR + j]
         store_tile(acc, c, i0, j0, first)
+
+    stable_identity(micro, f"gemm.micro.{tile}")
 
     @numba.njit(parallel=True, fastmath=True, cache=True)
     def macro(ap, bp, c, kc, jp0, jp1, mc, first):  # pragma: no cover - jitted
@@ -188,6 +210,8 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
                     for j in range(NR):
                         acc[i, j] += a * b_chunk[bk + j]
         store_tile(acc, c, p0, j0, first)
+
+    stable_identity(gather, f"gemm.gather.{tile}")
 
     @numba.njit(parallel=True, fastmath=True, cache=True)
     def indirect(x, ind, taps, icg, bp, c, kt, mc):  # pragma: no cover - jitted
