@@ -52,7 +52,7 @@ def test_prepare_reports_buffer_and_rebinds_only_when_input_moves():
         assert compare_output(p, _run(prepared, p, xl)).passed
     info = prepared.info()
     assert info["rebinds"] == 1
-    assert info["indirection_entries"] == 40 * 9       # 36 pixels -> 40 rows (MR = 8)
+    assert info["indirection_entries"] == 40 * 9       # 36 pixels -> 40 rows (MR = 5)
     assert info["zero_vector_taps"] == 9 * 36 - 16 * 16   # valid taps: (5+6+5) per axis
     assert prepared.workspace_bytes >= info["indirection_bytes"]
     moved = xl.copy()

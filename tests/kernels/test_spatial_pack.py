@@ -59,5 +59,5 @@ def test_offsets_with_a_row_pitch_missing_the_halo_fail_the_check():
 def test_tile_kernel_has_packed_fmas():
     p = ConvProblem.make(ic=3, oc=5, ih=6, kh=3)
     assert check_variant(p, "spatial_pack", "nhwc") == "pass"
-    profile = fp_profile(dispatcher_asm(_tile_kernel(8, 48)))
-    assert profile.total_packed_fma >= 8 and profile.scalar_fma == 0, profile
+    profile = fp_profile(dispatcher_asm(_tile_kernel(Blocking().MR, Blocking().NR)))
+    assert profile.total_packed_fma >= Blocking().MR and profile.scalar_fma == 0, profile
