@@ -361,3 +361,40 @@ def blocking_unused(params: Mapping[str, ParamValue]) -> str | None:
     if changed:
         return f"{', '.join(changed)} only tune gemm=own"
     return None
+
+
+def versus_blas(n: int, threads: int = 1, rounds: int = 5, blocking: Blocking | None = None,
+                idle_s: float = 0.2) -> dict[str, float]:
+    """GFLOP/s (best of ``rounds``) of :func:`sgemm` and numpy's BLAS on n^3, same process.
+
+    Rounds alternate the two; ``idle_s`` of sleep before each call lets the other
+    library's spinning worker threads (OpenBLAS, OpenMP) go quiet: without it, 2-thread
+    figures of whichever ran second halved on the 2-core host.
+    """
+    import time
+
+    from threadpoolctl import threadpool_limits
+
+    blocking = blocking or Blocking()
+    numba.set_num_threads(threads)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    c = np.empty((n, n), np.float32)
+    best = {"own": np.inf, "blas": np.inf}
+    with threadpool_limits(threads):
+        sgemm(a, b, c, blocking)
+        np.matmul(a, b, out=c)
+        for _ in range(rounds):
+            for name in best:
+                time.sleep(idle_s)
+                t0 = time.perf_counter()
+                if name == "own":
+                    sgemm(a, b, c, blocking)
+                else:
+                    np.matmul(a, b, out=c)
+                best[name] = min(best[name], time.perf_counter() - t0)
+    flops = 2.0 * n ** 3
+    own, blas = flops / best["own"] / 1e9, flops / best["blas"] / 1e9
+    return {"n": n, "threads": threads, "own_gflops": own, "blas_gflops": blas,
+            "ratio": own / blas}

@@ -72,7 +72,9 @@ class IndirectNHWC(Prepared):
     def _bind(self, x: np.ndarray) -> None:
         """Point the padding taps at the zero vector, relative to input buffer ``x``."""
         base = x.ctypes.data
-        gap = self.zero.ctypes.data - base      # both float32 buffers: a multiple of 4
+        gap = self.zero.ctypes.data - base
+        if gap % 4:
+            raise ValueError("input buffer is not 4-byte aligned")
         np.copyto(self.bound, self.offsets)
         self.bound[self.offsets == _PAD] = gap // 4
         self.bound_to = base
