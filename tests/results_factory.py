@@ -1,0 +1,79 @@
+"""Builds results directories in the documented format for tests of report and compare.
+
+The values are synthetic but the files follow convbench.results.schema exactly; end-to-end
+tests use real ``convbench run`` output instead.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from convbench.results import schema
+
+
+def _stats(values: np.ndarray) -> dict[str, float]:
+    q1, med, q3 = np.percentile(values, [25, 50, 75])
+    return {"median_s": med, "mean_s": values.mean(), "stdev_s": values.std(ddof=1),
+            "min_s": values.min(), "max_s": values.max(), "iqr_s": q3 - q1,
+            "ci_low_s": np.percentile(values, 25), "ci_high_s": np.percentile(values, 75)}
+
+
+def write_results(directory: Path, cases: list[dict], *, n_values: int = 10, seed: int = 0,
+                  host: str = "testhost", status: str = "complete") -> Path:
+    """Write a results directory; each case gives layer, algorithm, layout, median (s) and
+    optionally threads, vector_width, params, spread (relative), flops, status, reason,
+    layer_count and extra columns."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    rows, values = [], []
+    for case in cases:
+        params = case.get("params", {})
+        variant = "/".join([case["algorithm"], case["layout"]]
+                           + [f"{k}={v}" for k, v in sorted(params.items())])
+        threads, width = case.get("threads", 1), case.get("vector_width", "auto")
+        case_id = f"{case['layer']}|{variant}|t{threads}|v{width}"
+        flops = case.get("flops", 2 * 10**8)
+        st = case.get("status", "ok")
+        row = {c: None for c in schema.COLUMNS}
+        row.update(case_id=case_id, suite="test", layer=case["layer"], variant=variant,
+                   algorithm=case["algorithm"], layout=case["layout"],
+                   params=json.dumps(params, sort_keys=True), threads=threads,
+                   vector_width=width, baseline=case.get("baseline", False),
+                   descriptor=case.get("descriptor", "mb1ic64ih56oc64oh56kh3ph1"),
+                   layer_count=case.get("layer_count", 1), flops=flops,
+                   compulsory_bytes=case.get("compulsory_bytes", 10**6), status=st,
+                   reason=case.get("reason", ""), max_abs_err=1e-6, max_rel_err=1e-5,
+                   err_bound_ratio=0.1, compile_s=0.5, prepare_s=1e-3, workspace_bytes=0,
+                   packed_weight_bytes=0, info="{}", loops=10, n_values=0)
+        if st == "ok":
+            med = case["median"]
+            vals = med * (1 + case.get("spread", 0.02) * rng.standard_normal(n_values))
+            refs = 1e-3 * (1 + 0.01 * rng.standard_normal(n_values))
+            row.update(_stats(vals), n_values=n_values, gflops=flops / np.median(vals) / 1e9,
+                       peak_share=float("nan"), ref_ratio=float(np.median(vals / refs)),
+                       ref_ratio_ci_low=float(np.percentile(vals / refs, 25)),
+                       ref_ratio_ci_high=float(np.percentile(vals / refs, 75)))
+            values += [{"case_id": case_id, "round": i, "value": v, "ref_value": r, "loops": 10}
+                       for i, (v, r) in enumerate(zip(vals, refs, strict=True))]
+        row.update(case.get("extra", {}))
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    for col, (dtype, _) in schema.COLUMNS.items():
+        if dtype in ("int64", "float64"):
+            table[col] = pd.to_numeric(table[col]).astype("float64" if dtype == "float64"
+                                                          else "Int64")
+    table.to_parquet(directory / schema.RESULTS_PARQUET)
+    table.to_csv(directory / schema.RESULTS_CSV, index=False)
+    pd.DataFrame(values, columns=list(schema.VALUE_COLUMNS)).to_parquet(
+        directory / schema.VALUES_PARQUET)
+    (directory / schema.MANIFEST).write_text(json.dumps({
+        "format_version": schema.FORMAT_VERSION, "suite": "test", "status": status,
+        "created": "2026-11-23T00:00:00Z", "planned": [r["case_id"] for r in rows]}))
+    (directory / schema.ENVIRONMENT_JSON).write_text(json.dumps({
+        "host": host, "cpu_model": "Test CPU", "cores": 2}))
+    return directory
