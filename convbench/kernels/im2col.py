@@ -69,7 +69,7 @@ def is_pointwise(p: ConvProblem) -> bool:
 class Im2colNCHW(Prepared):
     in_layout = out_layout = "nchw"
 
-    def __init__(self, problem: ConvProblem, w: np.ndarray, blocking: Blocking | None):
+    def __init__(self, problem: ConvProblem, w: np.ndarray, blocking: Blocking | None = None):
         p = self.p = problem
         self.wmat = np.ascontiguousarray(
             np.asarray(w, np.float32).reshape(p.g, p.ocg, p.reduction_length))
@@ -109,7 +109,7 @@ class Im2colNCHW(Prepared):
 class Im2colNHWC(Prepared):
     in_layout = out_layout = "nhwc"
 
-    def __init__(self, problem: ConvProblem, w: np.ndarray, blocking: Blocking | None):
+    def __init__(self, problem: ConvProblem, w: np.ndarray, blocking: Blocking | None = None):
         p = self.p = problem
         # (g, KH*KW*ICg, OCg) so that cols @ wmat[g] gives a group's outputs
         wg = np.asarray(w, np.float32).reshape(p.g, p.ocg, p.icg, p.kh, p.kw)
