@@ -4,6 +4,8 @@ NCHW: cols is (IC/g*KH*KW) x (OH*OW) and Y_g = W_g (OC/g x K) @ cols.
 NHWC: cols is (OH*OW) x (KH*KW*IC/g) and Y_g = cols @ W_g (K x OC/g), W in HWIO order.
 A 1x1, stride-1, unpadded conv needs no unfold: the input already is the matrix.
 The workspace (the cols matrix) is about KH*KW times the input.
+The GEMM is BLAS sgemm (numpy.matmul) or our packed GEMM (:mod:`convbench.kernels.gemm`),
+whose constant operand (the weights) is packed once in ``build``.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import numba
 import numpy as np
 
 from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
+from convbench.kernels.gemm import Blocking
 from convbench.spec.problem import ConvProblem
 
-GEMM_BACKENDS = ("blas",)
+GEMM_BACKENDS = ("blas", "own")
 
 
 @numba.njit(parallel=True, cache=True)
@@ -66,7 +69,7 @@ def is_pointwise(p: ConvProblem) -> bool:
 class Im2colNCHW(Prepared):
     in_layout = out_layout = "nchw"
 
-    def __init__(self, problem: ConvProblem, w: np.ndarray):
+    def __init__(self, problem: ConvProblem, w: np.ndarray, blocking: Blocking | None = None):
         p = self.p = problem
         self.wmat = np.ascontiguousarray(
             np.asarray(w, np.float32).reshape(p.g, p.ocg, p.reduction_length))
@@ -74,6 +77,12 @@ class Im2colNCHW(Prepared):
         k = p.reduction_length
         self.cols = None if self.skip_unfold else np.empty((k, p.oh * p.ow), np.float32)
         self.workspace_bytes = 0 if self.cols is None else self.cols.nbytes
+        self.blocking = blocking
+        if blocking is not None:  # Y_g = W_g @ cols: W_g is the packed A, cols the packed B
+            self.wpacked = [blocking.pack_a(self.wmat[g]) for g in range(p.g)]
+            self.colpacked = np.empty(blocking.packed_b_shape(k, p.oh * p.ow), np.float32)
+            self.packed_weight_bytes = sum(a.nbytes for a in self.wpacked)
+            self.workspace_bytes += self.colpacked.nbytes
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         p = self.p
@@ -86,7 +95,12 @@ class Im2colNCHW(Prepared):
                     cols = self.cols
                     _unfold_nchw(x[n], cols, g * p.icg, p.icg, p.kh, p.kw, p.sh, p.sw,
                                  p.ph, p.pw, p.dh, p.dw, p.oh, p.ow)
-                np.matmul(self.wmat[g], cols, out=yn[g])
+                if self.blocking is None:
+                    np.matmul(self.wmat[g], cols, out=yn[g])
+                else:
+                    self.blocking.pack_b(cols, self.colpacked)
+                    self.blocking.multiply_packed(self.wpacked[g], self.colpacked, yn[g],
+                                                  p.reduction_length)
 
     def info(self) -> dict[str, ParamValue]:
         return {"unfold_skipped": self.skip_unfold}
@@ -95,7 +109,7 @@ class Im2colNCHW(Prepared):
 class Im2colNHWC(Prepared):
     in_layout = out_layout = "nhwc"
 
-    def __init__(self, problem: ConvProblem, w: np.ndarray):
+    def __init__(self, problem: ConvProblem, w: np.ndarray, blocking: Blocking | None = None):
         p = self.p = problem
         # (g, KH*KW*ICg, OCg) so that cols @ wmat[g] gives a group's outputs
         wg = np.asarray(w, np.float32).reshape(p.g, p.ocg, p.icg, p.kh, p.kw)
@@ -107,6 +121,20 @@ class Im2colNHWC(Prepared):
         self.cols = None if self.skip_unfold else np.empty((p.oh * p.ow, k), np.float32)
         self.gout = np.empty((p.oh * p.ow, p.ocg), np.float32) if p.g > 1 else None
         self.workspace_bytes = sum(a.nbytes for a in (self.cols, self.gout) if a is not None)
+        self.blocking = blocking
+        if blocking is not None:  # Y = cols @ W_g: cols is the packed A, W_g the packed B
+            self.wpacked = [blocking.pack_b(self.wmat[g]) for g in range(p.g)]
+            self.colpacked = np.empty(blocking.packed_a_shape(p.oh * p.ow, k), np.float32)
+            self.packed_weight_bytes = sum(b.nbytes for b in self.wpacked)
+            self.workspace_bytes += self.colpacked.nbytes
+
+    def _gemm(self, cols: np.ndarray, g: int, out: np.ndarray) -> None:
+        if self.blocking is None:
+            np.matmul(cols, self.wmat[g], out=out)
+        else:
+            self.blocking.pack_a(cols, self.colpacked)
+            self.blocking.multiply_packed(self.colpacked, self.wpacked[g], out,
+                                          self.p.reduction_length)
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         p = self.p
@@ -120,9 +148,9 @@ class Im2colNHWC(Prepared):
                     _unfold_nhwc(x[n], cols, g * p.icg, p.icg, p.kh, p.kw, p.sh, p.sw,
                                  p.ph, p.pw, p.dh, p.dw, p.oh, p.ow)
                 if self.gout is None:
-                    np.matmul(cols, self.wmat[0], out=yn)
+                    self._gemm(cols, 0, yn)
                 else:  # a group's output columns are strided in NHWC: GEMM, then copy
-                    np.matmul(cols, self.wmat[g], out=self.gout)
+                    self._gemm(cols, g, self.gout)
                     yn[:, g * p.ocg:(g + 1) * p.ocg] = self.gout
 
     def info(self) -> dict[str, ParamValue]:
@@ -131,7 +159,11 @@ class Im2colNHWC(Prepared):
 
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,
            params: Mapping[str, ParamValue]) -> Prepared:
-    return Im2colNCHW(problem, w) if layout == "nchw" else Im2colNHWC(problem, w)
+    # gemm=own uses the default blocking: the blocking sweep lives with the own-GEMM
+    # algorithms (indirect, spatial_pack), keeping im2col's variant ids short and stable
+    blocking = Blocking() if params.get("gemm", "blas") == "own" else None
+    kind = Im2colNCHW if layout == "nchw" else Im2colNHWC
+    return kind(problem, w, blocking)
 
 
 ALGORITHMS = [
@@ -142,6 +174,7 @@ ALGORITHMS = [
         layouts=("nchw", "nhwc"),
         build=_build,
         params=(Param("gemm", GEMM_BACKENDS, "blas", "GEMM behind the unfold"),),
-        notes="BLAS sgemm through numpy.matmul; the 1x1 stride-1 case skips the unfold.",
+        notes="gemm=blas: BLAS sgemm through numpy.matmul (a library baseline); gemm=own: "
+              "our packed GEMM.  The 1x1 stride-1 case skips the unfold.",
     )
 ]

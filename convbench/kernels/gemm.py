@@ -1,0 +1,400 @@
+"""Packed single-precision GEMM of our own (Goto & van de Geijn 2008; BLIS, Van Zee 2015).
+
+C (M x N) = A (M x K) @ B (K x N), float32.  Names follow BLIS: B is packed into KC x NR
+panels, A into KC x MR panels (MR rows interleaved per k), and an MR x NR register
+micro-kernel sums one KC-deep rank update into a tile of C.  MC, KC and NC are the cache
+blocks (A block MC x KC meant for L2, B panel KC x NR for L1, B block KC x NC for L3).
+Threads run over (MC block, NR panel) pairs of each (NC, KC) block with ``numba.prange``.
+
+Vectorisation (read with :mod:`convbench.kernels.asm`): the accumulators live in a
+stack buffer (an entry-block ``alloca`` emitted by :func:`stack_f32`), which LLVM promotes
+to registers.  On the Zen 4 host every MR x NR with NR in {48, 64, 80} compiled to
+MR * NR / 16 zmm (512-bit) FMAs per k step (the default 5 x 64: 20) and a lone micro-kernel
+on cache-resident panels ran at 95-105 GFLOP/s of the ~117 peak.  A heap accumulator
+(``np.empty``) kept loads and stores in the loop (~40 GFLOP/s), and every NR = 32 kernel
+compiled to scalar or spilled code (2-7 GFLOP/s): LLVM fully unrolls a 32-wide loop
+before the loop vectoriser sees it.  NR = 64 also fits the channel counts of CNNs (64,
+128, ...) with no padded columns; NR = 48 wasted a third of the FMAs on OC = 64.
+
+Edge tiles are computed full size on zero-padded panels; only the valid part is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+
+import numba
+import numpy as np
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from convbench.kernels.base import Param, ParamValue
+
+# Micro-tiles that vectorise on the hosts measured (see module docstring).
+MR_CHOICES = (4, 5, 6, 8)
+NR_CHOICES = (48, 64)
+DEFAULT_MR, DEFAULT_NR = 5, 64
+# A block 100 x 256 floats = 100 KiB (L2), B panel 256 x 64 = 64 KiB (L1 + L2), NC = 63 panels
+DEFAULT_MC, DEFAULT_KC, DEFAULT_NC = 100, 256, 4032
+
+
+def stable_identity(dispatcher, name: str):
+    """Give a numba function or intrinsic a fixed identity so ``cache=True`` works.
+
+    numba keys a closure's cache entry on its pickled free variables; a captured numba
+    function (and each intrinsic it uses) pickles with a random per-process uuid, so every
+    process missed the cache and recompiled (~1.5 s a kernel).  A uuid made of the name
+    (and tile) is stable.  ``_set_uuid`` is numba's private hook for exactly this state."""
+    dispatcher._set_uuid(f"convbench.kernels.{name}")
+    return dispatcher
+
+
+@intrinsic
+def stack_f32(typingctx, n):  # pragma: no cover - typing/codegen hook
+    """Pointer to ``n`` (a compile-time constant) float32 slots on the caller's stack."""
+    if not isinstance(n, types.IntegerLiteral):
+        return None
+    count = n.literal_value
+
+    def codegen(context, builder, signature, args):
+        return cgutils.alloca_once(builder, context.get_value_type(types.float32), size=count)
+
+    return types.CPointer(types.float32)(n), codegen
+
+
+stable_identity(stack_f32, "gemm.stack_f32")
+
+
+@intrinsic
+def f32_at(typingctx, base, offset):  # pragma: no cover - typing/codegen hook
+    """``base``'s float32 at element ``offset`` from its data pointer, with no bounds or
+    negative-index handling: the offset may reach another buffer (the zero vector).
+
+    Addressing from the array argument (not an integer turned into a pointer) lets LLVM
+    see that these loads never touch the stack accumulators; with ``inttoptr`` it kept a
+    store of every accumulator in the inner loop (~20 instead of ~80 GFLOP/s)."""
+    if not (isinstance(base, types.Array) and base.dtype == types.float32
+            and isinstance(offset, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        arr = context.make_array(signature.args[0])(context, builder, value=args[0])
+        off = context.cast(builder, args[1], signature.args[1], types.intp)
+        return builder.load(builder.gep(arr.data, [off]))
+
+    return types.float32(base, offset), codegen
+
+
+stable_identity(f32_at, "gemm.f32_at")
+
+
+@dataclass(frozen=True)
+class MicroKernels:
+    """Jitted functions for one MR x NR micro-tile (MR, NR are compile-time constants)."""
+
+    mr: int
+    nr: int
+    pack_a: object        # (a, ap): a (M, K) -> ap (KC blocks, M panels, KC, MR)
+    pack_b: object        # (b, bp): b (K, N) -> bp (KC blocks, N panels, KC, NR)
+    macro: object         # one (NC, KC) block of C += A_block @ B_block
+    gather: object        # indirect micro-kernel: A rows read through offsets
+    indirect: object      # threaded driver of ``gather`` over a whole indirection buffer
+
+
+@cache
+def micro_kernels(mr: int, nr: int) -> MicroKernels:
+    """Compile (or load from numba's cache) the kernels for an MR x NR micro-tile."""
+    MR, NR, MN = mr, nr, mr * nr
+    tile = f"{mr}x{nr}"
+
+    @numba.njit(parallel=True, cache=True)
+    def pack_a(a, ap):  # pragma: no cover - jitted
+        m, k = a.shape
+        n_pc, n_ip, kc_max, _ = ap.shape
+        for t in numba.prange(n_pc * n_ip):
+            pc = t // n_ip
+            ip = t % n_ip
+            k0 = pc * kc_max
+            kc = min(kc_max, k - k0)
+            rows = min(MR, m - ip * MR)
+            panel = ap[pc, ip]
+            for kk in range(kc):
+                for i in range(MR):
+                    panel[kk, i] = a[ip * MR + i, k0 + kk] if i < rows else 0.0
+
+    @numba.njit(parallel=True, cache=True)
+    def pack_b(b, bp):  # pragma: no cover - jitted
+        k, n = b.shape
+        n_pc, n_jp, kc_max, _ = bp.shape
+        for t in numba.prange(n_pc * n_jp):
+            pc = t // n_jp
+            jp = t % n_jp
+            k0 = pc * kc_max
+            kc = min(kc_max, k - k0)
+            cols = min(NR, n - jp * NR)
+            panel = bp[pc, jp]
+            for kk in range(kc):
+                src = b[k0 + kk, jp * NR:jp * NR + cols]
+                for j in range(cols):
+                    panel[kk, j] = src[j]
+                for j in range(NR - cols):
+                    panel[kk, cols + j] = 0.0
+
+    @numba.njit(fastmath=True, cache=True, inline="always")
+    def store_tile(acc, c, i0, j0, first):  # pragma: no cover - jitted
+        """C[i0:, j0:] (+)= acc, clipped to C's edges."""
+        rows = min(MR, c.shape[0] - i0)
+        cols = min(NR, c.shape[1] - j0)
+        for i in range(rows):
+            crow = c[i0 + i, j0:j0 + cols]
+            if first:
+                for j in range(cols):
+                    crow[j] = acc[i, j]
+            else:
+                for j in range(cols):
+                    crow[j] += acc[i, j]
+
+    stable_identity(store_tile, f"gemm.store_tile.{tile}")
+
+    @numba.njit(fastmath=True, cache=True)
+    def micro(kc, a_panel, b_panel, c, i0, j0, first):  # pragma: no cover - jitted
+        """MR x NR tile of C (+)= a_panel (kc x MR)^T @ b_panel (kc x NR)."""
+        acc = numba.carray(stack_f32(MN), (MR, NR))
+        for i in range(MR):
+            for j in range(NR):
+                acc[i, j] = 0.0
+        for kk in range(kc):
+            for i in range(MR):
+                a = a_panel[kk * MR + i]
+                for j in range(NR):
+                    acc[i, j] += a * b_panel[kk * NR + j]
+        store_tile(acc, c, i0, j0, first)
+
+    stable_identity(micro, f"gemm.micro.{tile}")
+
+    @numba.njit(parallel=True, fastmath=True, cache=True)
+    def macro(ap, bp, c, kc, jp0, jp1, mc, first):  # pragma: no cover - jitted
+        """C[:, jp0*NR : jp1*NR] (+)= A_pc @ B_pc; ap: (M panels, KC, MR) of one KC block."""
+        n_ip = ap.shape[0]
+        per_block = max(1, mc // MR)
+        n_ib = (n_ip + per_block - 1) // per_block
+        n_jp = jp1 - jp0
+        a_flat = ap.reshape(ap.shape[0], ap.shape[1] * MR)
+        b_flat = bp.reshape(bp.shape[0], bp.shape[1] * NR)
+        for t in numba.prange(n_ib * n_jp):   # task = (MC block, NR panel)
+            ib = t // n_jp
+            jp = jp0 + t % n_jp
+            ip_end = min(n_ip, (ib + 1) * per_block)
+            for ip in range(ib * per_block, ip_end):
+                micro(kc, a_flat[ip], b_flat[jp], c, ip * MR, jp * NR, first)
+
+    @numba.njit(fastmath=True, cache=True)
+    def gather(x, ind, p0, t0, nt, icg, b_chunk, c, j0, first):  # pragma: no cover
+        """MR x NR tile of C (+)= sum over taps t0 + t (t < nt) and channels q of
+        row_{t0+t}(p0 + i)[q] * b_chunk[t*icg + q, j]: QNNPACK's indirect micro-kernel.
+
+        ``ind[p, t]`` is the element offset from ``x``'s data of output pixel p's input row
+        for tap t, or of the shared zero vector (outside ``x``).
+        ``ind`` has rows up to p0 + MR: pad rows point at the zero vector.  B indices are
+        built from loop counters only: an index with a signed argument in it makes numba
+        keep the negative-index wraparound, and the B loads became gathers (3.6 GFLOP/s)."""
+        acc = numba.carray(stack_f32(MN), (MR, NR))
+        for i in range(MR):
+            for j in range(NR):
+                acc[i, j] = 0.0
+        for t in range(nt):
+            for q in range(icg):
+                bk = (t * icg + q) * NR
+                for i in range(MR):
+                    a = f32_at(x, ind[p0 + i, t0 + t] + q)
+                    for j in range(NR):
+                        acc[i, j] += a * b_chunk[bk + j]
+        store_tile(acc, c, p0, j0, first)
+
+    stable_identity(gather, f"gemm.gather.{tile}")
+
+    @numba.njit(parallel=True, fastmath=True, cache=True)
+    def indirect(x, ind, taps, icg, bp, c, kt, mc):  # pragma: no cover - jitted
+        """C (M x N) = indirect-A @ B; bp: (N panels, taps*icg, NR).  Threads over
+        (MC block, NR panel) tasks; taps in chunks of ``kt`` so a B chunk stays in L1."""
+        n_ip = ind.shape[0] // MR
+        per_block = max(1, mc // MR)
+        n_ib = (n_ip + per_block - 1) // per_block
+        n_jp = bp.shape[0]
+        b_flat = bp.reshape(n_jp, bp.shape[1] * NR)
+        n_chunks = (taps + kt - 1) // kt
+        for task in numba.prange(n_ib * n_jp):
+            ib = task // n_jp
+            jp = task % n_jp
+            ip_end = min(n_ip, (ib + 1) * per_block)
+            for ch in range(n_chunks):
+                t0 = ch * kt
+                b_chunk = b_flat[jp, t0 * icg * NR:]
+                for ip in range(ib * per_block, ip_end):
+                    gather(x, ind, ip * MR, t0, min(kt, taps - t0), icg, b_chunk, c,
+                           jp * NR, ch == 0)
+
+    return MicroKernels(mr, nr, pack_a, pack_b, macro, gather, indirect)
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """The BLIS blocking parameters of one GEMM."""
+
+    MR: int = DEFAULT_MR
+    NR: int = DEFAULT_NR
+    MC: int = DEFAULT_MC
+    KC: int = DEFAULT_KC
+    NC: int = DEFAULT_NC
+
+    def __post_init__(self) -> None:
+        if min(self.MR, self.NR, self.MC, self.KC, self.NC) < 1:
+            raise ValueError(f"blocking sizes must be positive: {self}")
+
+    @property
+    def kernels(self) -> MicroKernels:
+        return micro_kernels(self.MR, self.NR)
+
+    def packed_a_shape(self, m: int, k: int) -> tuple[int, int, int, int]:
+        return (_ceil(k, self.KC), _ceil(m, self.MR), min(self.KC, k), self.MR)
+
+    def packed_b_shape(self, k: int, n: int) -> tuple[int, int, int, int]:
+        return (_ceil(k, self.KC), _ceil(n, self.NR), min(self.KC, k), self.NR)
+
+    def pack_a(self, a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """A (M x K) into KC x MR panels: shape (K/KC, M/MR, KC, MR), zero-padded."""
+        m, k = a.shape
+        out = np.empty(self.packed_a_shape(m, k), np.float32) if out is None else out
+        self.kernels.pack_a(a, out)
+        return out
+
+    def pack_b(self, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """B (K x N) into KC x NR panels: shape (K/KC, N/NR, KC, NR), zero-padded."""
+        k, n = b.shape
+        out = np.empty(self.packed_b_shape(k, n), np.float32) if out is None else out
+        self.kernels.pack_b(b, out)
+        return out
+
+    def multiply_packed(self, ap: np.ndarray, bp: np.ndarray, c: np.ndarray, k: int,
+                        accumulate: bool = False) -> None:
+        """C (+)= A @ B from packed operands; loops NC (jc) then KC (pc), threads inside."""
+        n = c.shape[1]
+        n_jp = _ceil(n, self.NR)
+        panels_per_nc = max(1, self.NC // self.NR)
+        macro = self.kernels.macro
+        for jp0 in range(0, n_jp, panels_per_nc):
+            jp1 = min(n_jp, jp0 + panels_per_nc)
+            for pc in range(ap.shape[0]):
+                kc = min(self.KC, k - pc * self.KC)
+                macro(ap[pc], bp[pc], c, kc, jp0, jp1, self.MC, pc == 0 and not accumulate)
+
+
+_SCRATCH: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
+
+
+def _scratch(role: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A reused packing buffer: a fresh multi-MiB ``np.empty`` per call page-faults on
+    first touch, which cost ~30% of a 2048^3 sgemm on 2 threads (faults serialise)."""
+    key = (role, shape)
+    if key not in _SCRATCH:
+        if len(_SCRATCH) >= 8:
+            _SCRATCH.pop(next(iter(_SCRATCH)))
+        _SCRATCH[key] = np.empty(shape, np.float32)
+    return _SCRATCH[key]
+
+
+def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None,
+          blocking: Blocking | None = None, accumulate: bool = False) -> np.ndarray:
+    """C (+)= A @ B with the packed GEMM; a drop-in for ``np.matmul(a, b, out=c)``.
+
+    ``c`` must be C-contiguous float32 (M x N) when given; it is allocated when not.
+    Both operands are packed on every call (into buffers kept between calls, so sgemm
+    is not reentrant across Python threads): prepack constant weights with
+    :meth:`Blocking.pack_a`/:meth:`Blocking.pack_b` and call ``multiply_packed`` instead.
+    """
+    blocking = blocking or Blocking()
+    a = np.asarray(a, np.float32)
+    b = np.asarray(b, np.float32)
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        raise ValueError(f"inner dimensions differ: {a.shape} @ {b.shape}")
+    if c is None:
+        c = np.empty((m, n), np.float32)
+    if c.shape != (m, n) or c.dtype != np.float32 or not c.flags.c_contiguous:
+        raise ValueError("c must be a C-contiguous float32 array of shape (M, N)")
+    if k == 0:
+        if not accumulate:
+            c[:] = 0.0
+        return c
+    ap = blocking.pack_a(a, _scratch("a", blocking.packed_a_shape(m, k)))
+    bp = blocking.pack_b(b, _scratch("b", blocking.packed_b_shape(k, n)))
+    blocking.multiply_packed(ap, bp, c, k, accumulate)
+    return c
+
+
+# The blocking as sweep parameters.  Each domain holds only the default, so the check of
+# every network layer stays small; a suite widens them through ``sweep.params``.
+BLOCKING_PARAMS = (
+    Param("MR", (DEFAULT_MR,), DEFAULT_MR, f"micro-tile rows (vectorise: {MR_CHOICES})"),
+    Param("NR", (DEFAULT_NR,), DEFAULT_NR, f"micro-tile columns (vectorise: {NR_CHOICES})"),
+    Param("MC", (DEFAULT_MC,), DEFAULT_MC, "rows of the A block kept in L2"),
+    Param("KC", (DEFAULT_KC,), DEFAULT_KC, "depth of a packed panel"),
+    Param("NC", (DEFAULT_NC,), DEFAULT_NC, "columns of the B block kept in L3"),
+)
+
+
+def blocking_from(params: Mapping[str, ParamValue]) -> Blocking:
+    """The :class:`Blocking` named by a variant's parameters (defaults for missing ones)."""
+    return Blocking(*(int(params.get(p.name, p.default)) for p in BLOCKING_PARAMS))
+
+
+def blocking_unused(params: Mapping[str, ParamValue]) -> str | None:
+    """Skip reason for non-default blocking on a variant that calls BLAS instead."""
+    changed = [p.name for p in BLOCKING_PARAMS if params.get(p.name, p.default) != p.default]
+    if changed:
+        return f"{', '.join(changed)} only tune gemm=own"
+    return None
+
+
+def versus_blas(n: int, threads: int = 1, rounds: int = 5, blocking: Blocking | None = None,
+                idle_s: float = 0.2) -> dict[str, float]:
+    """GFLOP/s (best of ``rounds``) of :func:`sgemm` and numpy's BLAS on n^3, same process.
+
+    Rounds alternate the two; ``idle_s`` of sleep before each call lets the other
+    library's spinning worker threads (OpenBLAS, OpenMP) go quiet: without it, 2-thread
+    figures of whichever ran second halved on the 2-core host.
+    """
+    import time
+
+    from threadpoolctl import threadpool_limits
+
+    blocking = blocking or Blocking()
+    numba.set_num_threads(threads)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    c = np.empty((n, n), np.float32)
+    best = {"own": np.inf, "blas": np.inf}
+    with threadpool_limits(threads):
+        sgemm(a, b, c, blocking)
+        np.matmul(a, b, out=c)
+        for _ in range(rounds):
+            for name in best:
+                time.sleep(idle_s)
+                t0 = time.perf_counter()
+                if name == "own":
+                    sgemm(a, b, c, blocking)
+                else:
+                    np.matmul(a, b, out=c)
+                best[name] = min(best[name], time.perf_counter() - t0)
+    flops = 2.0 * n ** 3
+    own, blas = flops / best["own"] / 1e9, flops / best["blas"] / 1e9
+    return {"n": n, "threads": threads, "own_gflops": own, "blas_gflops": blas,
+            "ratio": own / blas}

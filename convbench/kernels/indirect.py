@@ -1,0 +1,122 @@
+"""Indirect convolution (QNNPACK; Dukhan 2019; seed 001): GEMM through an indirection buffer.
+
+NHWC.  For every output pixel p (all images, M = N*OH*OW rows) and kernel tap t (KH*KW),
+the indirection buffer holds the address of the input row of IC values that tap reads;
+taps that fall into the padding point at one shared zero vector.  The MR x NR micro-kernel
+of :mod:`convbench.kernels.gemm` reads its A operand through the buffer, so nothing is
+copied: the weights are the packed B (HWIO rows, KC x NR panels), the output the C matrix.
+
+``build`` computes the buffer (done once).  Entries are element offsets from the input's
+data pointer; the zero vector lives outside the input, so its entries depend on where the
+input is: like QNNPACK, which rebuilds its pointers when the input pointer changes,
+``run`` sets them the first time it sees an input buffer and again only if it moves.
+Parameters MR, NR, MC, KC are the packed GEMM's (KC here counts K = tap x channel rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from convbench.kernels.base import Algorithm, ParamValue, Prepared
+from convbench.kernels.gemm import BLOCKING_PARAMS, Blocking, blocking_from
+from convbench.spec.problem import ConvProblem
+
+_PAD = -1   # offset marking a padding tap (bound to the zero vector)
+
+PARAMS = tuple(p for p in BLOCKING_PARAMS if p.name != "NC")   # B is never re-blocked by N
+
+
+def input_row_offsets(p: ConvProblem, rows: int) -> np.ndarray:
+    """(rows, KH*KW) element offsets of each output pixel's input rows in flat NHWC input.
+
+    Row r < N*OH*OW is pixel (n, oh, ow) in order; taps run kh-major.  Padding taps and the
+    rows past N*OH*OW (filling the last MR panel) hold ``_PAD``."""
+    n, oh, ow, kh, kw = np.meshgrid(np.arange(p.mb), np.arange(p.oh), np.arange(p.ow),
+                                    np.arange(p.kh), np.arange(p.kw), indexing="ij")
+    ih = oh * p.sh + kh * (p.dh + 1) - p.ph
+    iw = ow * p.sw + kw * (p.dw + 1) - p.pw
+    inside = (ih >= 0) & (ih < p.ih) & (iw >= 0) & (iw < p.iw)
+    offsets = np.where(inside, ((n * p.ih + ih) * p.iw + iw) * p.ic, _PAD)
+    out = np.full((rows, p.kh * p.kw), _PAD, np.int64)
+    out[:p.mb * p.oh * p.ow] = offsets.reshape(-1, p.kh * p.kw)
+    return out
+
+
+class IndirectNHWC(Prepared):
+    in_layout = out_layout = "nhwc"
+
+    def __init__(self, problem: ConvProblem, w: np.ndarray, blocking: Blocking):
+        p = self.p = problem
+        self.blocking = blocking
+        self.kernels = blocking.kernels
+        self.taps = p.kh * p.kw
+        m = p.mb * p.oh * p.ow
+        rows = -(-m // blocking.MR) * blocking.MR
+        self.offsets = input_row_offsets(p, rows)
+        self.bound = np.empty_like(self.offsets)     # offsets with the zero vector's set
+        self.zero = np.zeros(p.ic, np.float32)                 # the shared zero vector
+        self.bound_to = -1
+        self.rebinds = 0
+        # B: per group the HWIO weights (taps*ICg x OCg) as one KC block of NR panels
+        k = p.reduction_length
+        wg = np.asarray(w, np.float32).reshape(p.g, p.ocg, p.icg, p.kh, p.kw)
+        hwio = wg.transpose(0, 3, 4, 2, 1).reshape(p.g, k, p.ocg)
+        whole_k = Blocking(blocking.MR, blocking.NR, blocking.MC, k, blocking.NC)
+        self.wpacked = [whole_k.pack_b(hwio[g])[0] for g in range(p.g)]
+        self.taps_per_chunk = max(1, blocking.KC // p.icg)
+        self.packed_weight_bytes = sum(b.nbytes for b in self.wpacked)
+        self.workspace_bytes = self.offsets.nbytes + self.bound.nbytes + self.zero.nbytes
+
+    def _bind(self, x: np.ndarray) -> None:
+        """Point the padding taps at the zero vector, relative to input buffer ``x``."""
+        base = x.ctypes.data
+        gap = self.zero.ctypes.data - base
+        if gap % 4:
+            raise ValueError("input buffer is not 4-byte aligned")
+        np.copyto(self.bound, self.offsets)
+        self.bound[self.offsets == _PAD] = gap // 4
+        self.bound_to = base
+        self.rebinds += 1
+
+    def run(self, x: np.ndarray, y: np.ndarray) -> None:
+        p = self.p
+        if not x.flags.c_contiguous:
+            raise ValueError("indirect convolution needs a C-contiguous NHWC input")
+        if x.ctypes.data != self.bound_to:
+            self._bind(x)
+        c = y.reshape(p.mb * p.oh * p.ow, p.oc)
+        flat = x.reshape(-1)
+        for g in range(p.g):   # a group reads its channels: shift x (and the zero vector's gap)
+            self.kernels.indirect(flat[g * p.icg:], self.bound, self.taps, p.icg,
+                                  self.wpacked[g], c[:, g * p.ocg:(g + 1) * p.ocg],
+                                  self.taps_per_chunk, self.blocking.MC)
+
+    def info(self) -> dict[str, ParamValue]:
+        padding_taps = int(np.count_nonzero(self.offsets[:self.p.mb * self.p.oh * self.p.ow]
+                                            == _PAD))
+        return {"indirection_bytes": int(self.offsets.nbytes),
+                "indirection_entries": int(self.offsets.size),
+                "zero_vector_taps": padding_taps,
+                "taps_per_chunk": self.taps_per_chunk,
+                "rebinds": self.rebinds}
+
+
+def _build(problem: ConvProblem, w: np.ndarray, layout: str,
+           params: Mapping[str, ParamValue]) -> Prepared:
+    return IndirectNHWC(problem, w, blocking_from(params))
+
+
+ALGORITHMS = [
+    Algorithm(
+        name="indirect",
+        title="indirect convolution",
+        source="QNNPACK (Dukhan 2019, 'The Indirect Convolution Algorithm'); seed 001",
+        layouts=("nhwc",),
+        build=_build,
+        params=PARAMS,
+        notes="No im2col copy: the packed-GEMM micro-kernel reads input rows through an "
+              "indirection buffer of addresses; padding taps read one zero vector.",
+    )
+]
