@@ -1,0 +1,196 @@
+"""Winograd F(m x m, 3 x 3) convolution, m = 2 and 4 (Lavin & Gray 2015; seeds 000, 004).
+
+NHWC activations.  The output is cut into m x m tiles (numbered over batch, tile rows and
+tile columns); each needs an alpha x alpha input tile, alpha = m + 2.  Per block of
+``tile_block`` tiles (so the transformed block stays in cache):
+
+1. input transform, numba, fused: V[xi, t, c] = (B^T d_t,c B)[xi] read straight from a
+   zero-bordered copy of the input (the border is written once, in build);
+2. alpha^2 GEMMs  M[xi] (tiles x OC) = V[xi] (tiles x IC) @ U[xi] (IC x OC);
+3. output transform, numba, fused: y[tile] = A^T M A, clipped at the output's edge.
+
+U = G g G^T is computed once in build (the harness times it as preparation).  Both numba
+transforms vectorise over channels (contiguous in NHWC) and thread over tiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numba
+import numpy as np
+
+from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
+from convbench.kernels.winograd_transforms import TRANSFORMS, Transform
+from convbench.spec.problem import ConvProblem
+
+GEMM_BACKENDS = ("blas",)   # "own" joins when the packed GEMM of kernels/gemm.py lands
+TILE_BLOCKS = (64, 256, 1024)
+
+# Rounding-error growth over the reference rule (worst error / growth-1 bound, measured):
+#   network 3x3 stride-1 layers of VGG-16 and ResNet (K = 576..4608): F(2x2) <= 0.02,
+#   F(4x4) <= 0.48;  VGG-16 conv1_1 (IC = 3, K = 27): F(2x2) 0.20, F(4x4) 3.7;
+#   1,500 random problems with IC <= 2 (K <= 18): F(4x4) median 1.7, 99th percentile 10.9,
+#   max 29.9;  450 with IC <= 5: F(2x2) max 0.44.
+# Why F(4x4) is worse and why small K is its worst case: the rule scales with S_i, the
+# magnitude of output i's own 3x3xIC products, but Winograd's rounding scales with the
+# whole 6x6 input tile times transform entries up to 5 (B^T), 1/6 (G) and 8 (A^T); when
+# K is small, S_i of one output can be far below its tile's.  The growth declared leaves
+# about 2x headroom over the worst seen (so F(4x4)'s check is 64x looser than direct's:
+# a wrong transform coefficient errs by about S_i itself and still fails: see the tests).
+ERROR_GROWTH = {2: 2.0, 4: 64.0}
+
+
+@numba.njit(inline="always")
+def _accumulate(dst, src, coef, first):  # pragma: no cover - jitted
+    """dst (+)= coef * src over a channel vector; ``first`` overwrites instead of adding."""
+    if first:
+        for c in range(dst.shape[0]):
+            dst[c] = coef * src[c]
+    else:
+        for c in range(dst.shape[0]):
+            dst[c] += coef * src[c]
+
+
+@numba.njit(inline="always")
+def _tile_origin(tile, tiles_h, tiles_w, m):  # pragma: no cover - jitted
+    per_image = tiles_h * tiles_w
+    n = tile // per_image
+    rem = tile - n * per_image
+    return n, (rem // tiles_w) * m, (rem % tiles_w) * m
+
+
+@numba.njit(parallel=True, fastmath=True, cache=True)
+def _input_transform(xp, bt, v, t0, nt, tiles_h, tiles_w, m, n_chunks):  # pragma: no cover - jitted
+    """v[a*alpha + b, t, :] = (B^T d B)[a, b] for tiles t0 .. t0+nt of the padded input xp."""
+    alpha = bt.shape[0]
+    c_len = xp.shape[3]
+    for chunk in numba.prange(n_chunks):
+        tmp = np.empty((alpha, alpha, c_len), np.float32)   # B^T d, one per thread
+        for t in range(chunk, nt, n_chunks):
+            n, h0, w0 = _tile_origin(t0 + t, tiles_h, tiles_w, m)
+            for a in range(alpha):
+                for j in range(alpha):
+                    first = True
+                    for k in range(alpha):
+                        if bt[a, k] != 0.0:
+                            _accumulate(tmp[a, j], xp[n, h0 + k, w0 + j], bt[a, k], first)
+                            first = False
+            for a in range(alpha):
+                for b in range(alpha):
+                    first = True
+                    for j in range(alpha):
+                        if bt[b, j] != 0.0:
+                            _accumulate(v[a * alpha + b, t], tmp[a, j], bt[b, j], first)
+                            first = False
+
+
+@numba.njit(parallel=True, fastmath=True, cache=True)
+def _output_transform(mm, at, y, t0, nt, tiles_h, tiles_w, n_chunks):  # pragma: no cover - jitted
+    """y[tile] = A^T M A for tiles t0 .. t0+nt, dropping the part past the output's edge."""
+    m, alpha = at.shape
+    oh_len, ow_len, oc = y.shape[1], y.shape[2], y.shape[3]
+    for chunk in numba.prange(n_chunks):
+        tmp = np.empty((m, alpha, oc), np.float32)   # A^T M, one per thread
+        for t in range(chunk, nt, n_chunks):
+            n, h0, w0 = _tile_origin(t0 + t, tiles_h, tiles_w, m)
+            for a in range(m):
+                for j in range(alpha):
+                    first = True
+                    for i in range(alpha):
+                        if at[a, i] != 0.0:
+                            _accumulate(tmp[a, j], mm[i * alpha + j, t], at[a, i], first)
+                            first = False
+            for a in range(min(m, oh_len - h0)):
+                for b in range(min(m, ow_len - w0)):
+                    first = True
+                    for j in range(alpha):
+                        if at[b, j] != 0.0:
+                            _accumulate(y[n, h0 + a, w0 + b], tmp[a, j], at[b, j], first)
+                            first = False
+
+
+class WinogradNHWC(Prepared):
+    """F(m x m, 3 x 3) on NHWC tensors; workspace: padded input plus one block of V and M."""
+
+    in_layout = out_layout = "nhwc"
+
+    def __init__(self, problem: ConvProblem, w: np.ndarray, transform: Transform,
+                 tile_block: int):
+        p = self.p = problem
+        t = self.transform = transform
+        m, alpha = t.m, t.alpha
+        # U[xi] is IC x OC so that V (tiles x IC) @ U gives NHWC-ordered outputs.
+        u = t.weights(w).reshape(alpha * alpha, p.oc, p.ic).transpose(0, 2, 1)
+        self.u = np.ascontiguousarray(u, dtype=np.float32)
+        self.bt = np.ascontiguousarray(t.bt, dtype=np.float32)
+        self.at = np.ascontiguousarray(t.at, dtype=np.float32)
+        self.tiles_h, self.tiles_w = -(-p.oh // m), -(-p.ow // m)
+        self.n_tiles = p.mb * self.tiles_h * self.tiles_w
+        self.tile_block = min(tile_block, self.n_tiles)
+        # Zero border written once; run() only refreshes the interior.
+        self.xp = np.zeros((p.mb, self.tiles_h * m + 2, self.tiles_w * m + 2, p.ic),
+                           np.float32)
+        self.v = np.empty((alpha * alpha, self.tile_block, p.ic), np.float32)
+        self.mm = np.empty((alpha * alpha, self.tile_block, p.oc), np.float32)
+        self.packed_weight_bytes = self.u.nbytes
+        self.workspace_bytes = self.xp.nbytes + self.v.nbytes + self.mm.nbytes
+
+    def run(self, x: np.ndarray, y: np.ndarray) -> None:
+        p = self.p
+        self.xp[:, p.ph:p.ph + p.ih, p.pw:p.pw + p.iw] = x
+        for t0 in range(0, self.n_tiles, self.tile_block):
+            nt = min(self.tile_block, self.n_tiles - t0)
+            chunks = min(nt, numba.get_num_threads())   # one scratch tile per thread
+            _input_transform(self.xp, self.bt, self.v, t0, nt, self.tiles_h, self.tiles_w,
+                             self.transform.m, chunks)
+            np.matmul(self.v[:, :nt], self.u, out=self.mm[:, :nt])
+            _output_transform(self.mm, self.at, y, t0, nt, self.tiles_h, self.tiles_w, chunks)
+
+    def info(self) -> dict[str, ParamValue]:
+        m, alpha = self.transform.m, self.transform.alpha
+        return {"tiles": self.n_tiles, "tile_block": self.tile_block,
+                "multiply_reduction": (m * m * 9) / (alpha * alpha)}
+
+
+def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]) -> str | None:
+    p = problem
+    if (p.kh, p.kw) != (3, 3):
+        return "Winograd F(m,3) needs a 3x3 kernel"
+    if (p.sh, p.sw) != (1, 1):
+        return "Winograd needs stride 1"
+    if (p.dh, p.dw) != (0, 0):
+        return "Winograd needs a dense (undilated) kernel"
+    if p.g != 1:
+        return "Winograd here supports groups = 1 only"
+    return None
+
+
+def _builder(m: int):
+    def build(problem: ConvProblem, w: np.ndarray, layout: str,
+              params: Mapping[str, ParamValue]) -> Prepared:
+        return WinogradNHWC(problem, w, TRANSFORMS[m], int(params["tile_block"]))
+    return build
+
+
+def _algorithm(m: int) -> Algorithm:
+    alpha = m + 2
+    return Algorithm(
+        name=f"winograd{m}x{m}",
+        title=f"Winograd F({m}x{m},3x3)",
+        source="Lavin & Gray 2015, Fast Algorithms for CNNs; seeds 000 and 004",
+        layouts=("nhwc",),
+        build=_builder(m),
+        params=(
+            Param("tile_block", TILE_BLOCKS, 1024,
+                  "output tiles transformed and multiplied per block (cache blocking)"),
+            Param("gemm", GEMM_BACKENDS, "blas", f"the {alpha * alpha} batched GEMMs"),
+        ),
+        applies=_applies,
+        error_growth=ERROR_GROWTH[m],
+        notes=f"{alpha * alpha} multiplies per {m}x{m} output tile instead of {9 * m * m}; "
+              "weights transformed in build; 3x3, stride 1, undilated, groups 1 only.",
+    )
+
+
+ALGORITHMS = [_algorithm(2), _algorithm(4)]

@@ -1,0 +1,89 @@
+"""Depthwise 3x3 (QNNPACK style): both layouts against the reference, its weight packing,
+a mis-packed kernel being caught, applicability and vectorisation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from convbench.harness.inputs import make_inputs
+from convbench.kernels import depthwise, registry
+from convbench.kernels.asm import dispatcher_asm, fp_profile
+from convbench.kernels.layouts import empty, from_layout, to_layout
+from convbench.kernels.reference import Reference
+from convbench.spec.problem import ConvProblem
+from tests.strategies import depthwise_problems
+
+KERNELS = {"nhwc": depthwise.DepthwiseNHWC, "nchw": depthwise.DepthwiseNCHW}
+
+
+def _run(p: ConvProblem, layout: str, prepared=None, seed: int = 1):
+    x, w = make_inputs(p, seed)
+    prepared = prepared or KERNELS[layout](p, w)
+    y = empty(p.output_shape, layout)
+    y.fill(np.nan)
+    prepared.run(to_layout(x, layout), y)
+    return Reference(p, x, w).compare(from_layout(y, layout, p.oc))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=depthwise_problems(), layout=st.sampled_from(sorted(KERNELS)))
+def test_matches_reference(problem, layout):
+    report = _run(problem, layout)
+    assert report.passed, f"{layout} on {problem}: {report.reason}"
+
+
+@pytest.mark.parametrize("layout", sorted(KERNELS))
+@pytest.mark.parametrize("shape", [
+    dict(g=35, ic=35, oc=35, ih=9, iw=4, kh=3, kw=3, sh=2, sw=2, ph=1, pw=1),  # 2 blocks + 3
+    dict(g=16, ic=16, oc=16, ih=3, iw=3, kh=3, kw=3, ph=0, pw=0),   # no padding, 1 pixel
+    dict(g=7, ic=7, oc=7, ih=2, iw=1, kh=3, kw=3, ph=2, pw=2),      # padding > image
+    dict(mb=2, g=33, ic=33, oc=33, ih=6, iw=11, kh=3, kw=3, ph=1, pw=0),
+])
+def test_edge_shapes(layout, shape):
+    report = _run(ConvProblem.make(**shape), layout)
+    assert report.passed, report.reason
+
+
+def test_packing_is_blocks_kw_kh_lanes():
+    c, lanes = 21, depthwise.V
+    w = np.arange(c * 9, dtype=np.float32).reshape(c, 1, 3, 3)
+    wp = depthwise.pack_weights(w)
+    assert wp.shape == (2, 3, 3, lanes)
+    for ch in (0, 5, 16, 20):
+        for kh in range(3):
+            for kw in range(3):
+                assert wp[ch // lanes, kw, kh, ch % lanes] == w[ch, 0, kh, kw]
+    assert not wp[1, :, :, c - lanes:].any()     # the padding lanes are zero
+
+
+def test_mispacked_weights_are_caught():
+    """A plausible bug: KH and KW swapped while packing (a transposed kernel)."""
+    p = ConvProblem.make(g=20, ic=20, oc=20, ih=7, iw=7, kh=3, kw=3, ph=1, pw=1)
+    _, w = make_inputs(p, 1)
+    prepared = depthwise.DepthwiseNHWC(p, w)
+    prepared.wp = np.ascontiguousarray(prepared.wp.transpose(0, 2, 1, 3))
+    assert not _run(p, "nhwc", prepared).passed
+
+
+@pytest.mark.parametrize("fields, reason", [
+    (dict(g=1, ic=4, oc=4, kh=3, kw=3), "groups"),
+    (dict(g=4, ic=4, oc=8, kh=3, kw=3), "groups"),
+    (dict(g=4, ic=4, oc=4, kh=5, kw=5), "3x3"),
+    (dict(g=4, ic=4, oc=4, kh=3, kw=3, sh=3, sw=3), "stride"),
+    (dict(g=4, ic=4, oc=4, kh=3, kw=3, sh=1, sw=2), "stride"),
+    (dict(g=4, ic=4, oc=4, kh=3, kw=3, dh=1, dw=1), "undilated"),
+])
+def test_applies_says_why_not(fields, reason):
+    p = ConvProblem.make(mb=1, ih=12, iw=12, ph=1, pw=1, **fields)
+    skip = registry.get("depthwise3x3").applies(p, "nhwc", {})
+    assert skip is not None and reason in skip
+
+
+@pytest.mark.parametrize("layout, fn", [("nhwc", depthwise._dw3x3_nhwc),
+                                        ("nchw", depthwise._dw3x3_nchw)])
+def test_kernels_have_packed_fmas(layout, fn):
+    _run(ConvProblem.make(g=32, ic=32, oc=32, ih=10, iw=20, kh=3, kw=3, ph=1, pw=1), layout)
+    assert fp_profile(dispatcher_asm(fn)).vectorised

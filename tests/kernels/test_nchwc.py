@@ -1,0 +1,98 @@
+"""Blocked NCHW[x]c (NeoCPU): every parameter choice against the reference on shapes whose
+channels and widths are not multiples of the blocks, the layout round trip, the separately
+measured layout transforms, a mis-blocked weight tensor being caught, and vectorisation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from convbench.harness.inputs import make_inputs
+from convbench.kernels import layouts, nchwc, registry
+from convbench.kernels.asm import dispatcher_asm, fp_profile
+from convbench.kernels.reference import Reference
+from convbench.spec.problem import ConvProblem
+from tests.strategies import dense_3x3_problems, general_problems
+
+
+def _run(p: ConvProblem, ic_bn=16, oc_bn=16, reg_n=8, unroll_ker=False, prepared=None):
+    x, w = make_inputs(p, seed=1)
+    prepared = prepared or nchwc.BlockedNCHWc(p, w, ic_bn, oc_bn, reg_n, unroll_ker)
+    y = layouts.empty(p.output_shape, prepared.out_layout)
+    y.fill(np.nan)
+    prepared.run(layouts.to_layout(x, prepared.in_layout), y)
+    out = layouts.from_layout(y, prepared.out_layout, p.oc)
+    return Reference(p, x, w).compare(out), y
+
+
+def _ungrouped(p: ConvProblem) -> ConvProblem:
+    return p.replace(g=1, ic=p.icg, oc=p.ocg)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=st.one_of(dense_3x3_problems(), general_problems().map(_ungrouped)),
+       ic_bn=st.sampled_from([1, 4, 8, 16]), oc_bn=st.sampled_from([8, 16, 32]),
+       reg_n=st.sampled_from([1, 3, 8]), unroll_ker=st.booleans())
+def test_matches_reference(problem, ic_bn, oc_bn, reg_n, unroll_ker):
+    """Any stride, padding, dilation and kernel size; channels padded to whole blocks."""
+    report, y = _run(problem, ic_bn, oc_bn, reg_n, unroll_ker)
+    assert report.passed, f"{(ic_bn, oc_bn, reg_n, unroll_ker)} on {problem}: {report.reason}"
+    assert np.all(np.isfinite(y))   # the padding channels are written too (as zeros)
+
+
+def test_registered_grid_is_small_and_passes():
+    alg = registry.get("nchwc")
+    grid = list(alg.param_grid())
+    assert len(grid) <= 8
+    p = ConvProblem.make(mb=2, ic=21, oc=37, ih=9, iw=13, kh=3, kw=3, ph=1, pw=1)
+    for params in grid:
+        prepared = alg.build(p, make_inputs(p, 1)[1], "nchwxc", params)
+        assert prepared.in_layout == f"nchw{params['ic_bn']}c"
+        assert prepared.out_layout == f"nchw{params['oc_bn']}c"
+        report, _ = _run(p, prepared=prepared)
+        assert report.passed, (params, report.reason)
+
+
+@pytest.mark.parametrize("x", [1, 8, 16, 5])
+def test_layout_round_trip(x):
+    rng = np.random.default_rng(x)
+    a = rng.standard_normal((2, 19, 5, 7)).astype(np.float32)
+    blocked = layouts.to_layout(a, layouts.blocked_name(x))
+    assert blocked.shape == (2, -(-19 // x), 5, 7, x)
+    assert np.array_equal(layouts.from_layout(blocked, layouts.blocked_name(x), 19), a)
+    w = rng.standard_normal((13, 19, 3, 3)).astype(np.float32)
+    assert np.array_equal(layouts.kcrsxcyk_to_oihw(layouts.oihw_to_kcrsxcyk(w, x, 16), 13, 19),
+                          w)
+
+
+def test_layout_transforms_are_measured_apart():
+    p = ConvProblem.make(ic=24, oc=40, ih=12, iw=12, kh=3, kw=3, ph=1, pw=1)
+    prepared = nchwc.BlockedNCHWc(p, make_inputs(p)[1], 8, 16, 8, False)
+    info = prepared.info()
+    assert info["to_nchwxc_seconds"] > 0 and info["from_nchwxc_seconds"] > 0
+    assert info["ic_blocks"] == 3
+
+
+def test_misblocked_weights_are_caught():
+    """A plausible bug: the x and y axes of KCRS[x]c[y]k swapped (equal block sizes)."""
+    p = ConvProblem.make(ic=16, oc=16, ih=8, iw=8, kh=3, kw=3, ph=1, pw=1)
+    prepared = nchwc.BlockedNCHWc(p, make_inputs(p, 1)[1], 16, 16, 8, False)
+    prepared.w = np.ascontiguousarray(prepared.w.transpose(0, 1, 2, 3, 5, 4))
+    report, _ = _run(p, prepared=prepared)
+    assert not report.passed
+
+
+def test_grouped_is_skipped_with_reason():
+    p = ConvProblem.make(g=2, ic=4, oc=4, ih=6, iw=6, kh=3, kw=3, ph=1, pw=1)
+    assert "groups" in registry.get("nchwc").applies(p, "nchwxc", {})
+
+
+@pytest.mark.parametrize("unroll_ker", [False, True])
+def test_kernel_has_packed_fmas(unroll_ker):
+    p = ConvProblem.make(ic=16, oc=32, ih=10, iw=10, kh=3, kw=3, ph=1, pw=1)
+    report, _ = _run(p, 16, 32, 8, unroll_ker)
+    assert report.passed
+    assert fp_profile(dispatcher_asm(nchwc._kernel(8, *((3, 3) if unroll_ker else (0, 0)))))\
+        .vectorised

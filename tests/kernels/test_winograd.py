@@ -1,0 +1,155 @@
+"""Winograd F(2x2,3x3) and F(4x4,3x3): the transforms' defining identity, the kernel against
+the reference (odd sizes that are not multiples of the tile or block), a broken transform
+being caught, applicability and vectorisation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from convbench.harness.inputs import make_inputs
+from convbench.harness.verify import verify
+from convbench.kernels import registry, winograd
+from convbench.kernels.asm import dispatcher_asm, fp_profile
+from convbench.kernels.layouts import from_layout, to_layout
+from convbench.kernels.reference import Reference
+from convbench.kernels.winograd_transforms import (
+    TRANSFORMS,
+    Transform,
+    correlate_1d,
+    correlate_2d,
+)
+from convbench.spec.problem import ConvProblem
+from tests.strategies import dense_3x3_problems
+
+M_VALUES = sorted(TRANSFORMS)
+
+
+def _identity_holds(t: Transform, rng: np.random.Generator, trials: int = 20) -> bool:
+    """Both the 1-D and the nested 2-D algorithm equal direct correlation on random data."""
+    for _ in range(trials):
+        d, g = rng.standard_normal(t.alpha), rng.standard_normal(t.r)
+        if not np.allclose(t.filter_1d(d, g), correlate_1d(d, g), rtol=1e-12, atol=1e-12):
+            return False
+        d2, g2 = rng.standard_normal((t.alpha, t.alpha)), rng.standard_normal((t.r, t.r))
+        if not np.allclose(t.filter_2d(d2, g2), correlate_2d(d2, g2), rtol=1e-12, atol=1e-12):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("m", M_VALUES)
+def test_transforms_compute_correlation(m):
+    t = TRANSFORMS[m]
+    assert t.alpha == m + 2
+    assert _identity_holds(t, np.random.default_rng(m))
+
+
+def _permute_at_rows(t: Transform) -> Transform:
+    """Seed 004's slip: the labels of the products permuted (two A^T rows swapped)."""
+    return dataclasses.replace(t, at=t.at[[1, 0, *range(2, t.m)]])
+
+
+def _perturb_bt(t: Transform) -> Transform:
+    """A typo in one coefficient of B^T."""
+    bt = t.bt.copy()
+    bt[1, 1] += 1.0
+    return dataclasses.replace(t, bt=bt)
+
+
+def _perturb_g(t: Transform) -> Transform:
+    g = t.g.copy()
+    g[1, 2] *= -1.0
+    return dataclasses.replace(t, g=g)
+
+
+BROKEN = [_permute_at_rows, _perturb_bt, _perturb_g]
+
+
+@pytest.mark.parametrize("m", M_VALUES)
+@pytest.mark.parametrize("breakage", BROKEN)
+def test_broken_transform_fails_identity_and_check(m, breakage):
+    """The identity test and the reference check (with Winograd's growth) both reject it."""
+    broken = breakage(TRANSFORMS[m])
+    assert not _identity_holds(broken, np.random.default_rng(0), trials=3)
+    p = ConvProblem.make(ic=5, ih=11, iw=9, oc=6, kh=3, kw=3, ph=1, pw=1)
+    x, w = make_inputs(p, seed=3)
+    kernel = winograd.WinogradNHWC(p, w, broken, tile_block=4)
+    y = np.empty((p.mb, p.oh, p.ow, p.oc), np.float32)
+    kernel.run(to_layout(x, "nhwc"), y)
+    report = Reference(p, x, w).compare(from_layout(y, "nhwc", p.oc), winograd.ERROR_GROWTH[m])
+    assert not report.passed
+
+
+def _run(p: ConvProblem, m: int, tile_block: int, seed: int = 1):
+    x, w = make_inputs(p, seed)
+    kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[m], tile_block)
+    y = np.full((p.mb, p.oh, p.ow, p.oc), np.nan, np.float32)
+    kernel.run(to_layout(x, "nhwc"), y)
+    return Reference(p, x, w).compare(from_layout(y, "nhwc", p.oc), winograd.ERROR_GROWTH[m])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=dense_3x3_problems(), m=st.sampled_from(M_VALUES),
+       tile_block=st.sampled_from([1, 3, 7, 64]))
+def test_matches_reference_with_any_tile_block(problem, m, tile_block):
+    """Blocks of 1, 3 or 7 tiles split images and tile rows at every possible place."""
+    report = _run(problem, m, tile_block)
+    assert report.passed, f"F({m}x{m}) tile_block={tile_block} on {problem}: {report.reason}"
+
+
+@pytest.mark.parametrize("m", M_VALUES)
+@pytest.mark.parametrize("shape", [
+    dict(mb=2, ic=7, oc=9, ih=13, iw=5, kh=3, kw=3, ph=1, pw=1),   # odd, non-square
+    dict(mb=1, ic=3, oc=4, ih=9, iw=10, kh=3, kw=3, ph=0, pw=2),   # unequal padding
+    dict(mb=1, ic=2, oc=3, ih=1, iw=1, kh=3, kw=3, ph=1, pw=1),    # one pixel
+])
+def test_edge_shapes(m, shape):
+    report = _run(ConvProblem.make(**shape), m, tile_block=2)
+    assert report.passed, report.reason
+
+
+@pytest.mark.parametrize("m", M_VALUES)
+def test_registered_variants_pass_verify(m):
+    p = ConvProblem.make(mb=1, ic=16, oc=12, ih=15, iw=15, kh=3, kw=3, ph=1, pw=1)
+    x, w = make_inputs(p)
+    ref = Reference(p, x, w)
+    name = f"winograd{m}x{m}"
+    variants = [v for v, skip in registry.variants(p, (name,)) if skip is None]
+    assert len(variants) == len(winograd.TILE_BLOCKS) * len(winograd.GEMM_BACKENDS)
+    for variant in variants:
+        verdict, execution = verify(p, variant, ref, x, w)
+        assert verdict.status == "pass", verdict.reason
+        assert execution.prepared.packed_weight_bytes == (m + 2) ** 2 * 16 * 12 * 4
+
+
+@pytest.mark.parametrize("fields, reason", [
+    (dict(kh=5, kw=5, ph=2, pw=2), "3x3"),
+    (dict(kh=3, kw=3, sh=2, sw=2, ph=1, pw=1), "stride"),
+    (dict(kh=3, kw=3, dh=1, dw=1, ph=2, pw=2), "undilated"),
+    (dict(kh=3, kw=3, g=2, ph=1, pw=1), "groups"),
+])
+def test_applies_says_why_not(fields, reason):
+    p = ConvProblem.make(mb=1, ic=4, oc=4, ih=8, iw=8, **fields)
+    for m in M_VALUES:
+        skip = registry.get(f"winograd{m}x{m}").applies(p, "nhwc", {})
+        assert skip is not None and reason in skip
+    ok = ConvProblem.make(mb=1, ic=4, oc=4, ih=8, iw=8, kh=3, kw=3, ph=1, pw=1)
+    assert registry.get("winograd4x4").applies(ok, "nhwc", {}) is None
+
+
+def test_transforms_have_packed_fmas():
+    _run(ConvProblem.make(ic=16, oc=16, ih=10, iw=10, kh=3, kw=3, ph=1, pw=1), 4, 64)
+    for fn in (winograd._input_transform, winograd._output_transform):
+        profile = fp_profile(dispatcher_asm(fn))
+        assert profile.vectorised, (fn.__name__, profile)
+
+
+def test_growth_is_declared_and_ordered():
+    """F(4x4) is declared less exact than F(2x2), as its larger transform entries imply."""
+    g2 = registry.get("winograd2x2").error_growth
+    g4 = registry.get("winograd4x4").error_growth
+    assert 1.0 <= g2 < g4
