@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping
 
 from convbench.harness.counters import metrics, parse
 from convbench.harness.counters.events import (
+    ROLES,
     EventMap,
     PeakSpec,
     host_event_map,
@@ -75,9 +76,11 @@ def columns(readings: Mapping[str, parse.Reading], emap: EventMap, calls: int,
     out["ctr_running_share"] = min(shares) if shares else math.nan
     by_role = {role: counts.get(ev, math.nan) for role, ev in emap.roles.items()}
     role_reasons = {role: reasons.get(ev, "") for role, ev in emap.roles.items()}
-    for role, why in emap.missing.items():
-        by_role[role] = math.nan
-        role_reasons[role] = why
+    for role in ROLES:
+        if role in emap.missing or role not in emap.roles:
+            by_role[role] = math.nan
+            role_reasons[role] = emap.missing.get(role, f"no event for it in the "
+                                                        f"{emap.family} event map")
     fp, fp_reason = metrics.fp_ops(counts, emap.fp_events, reasons, emap.fp_ops_reason)
     if reason_all:
         fp, fp_reason = math.nan, reason_all
