@@ -94,3 +94,65 @@ def dispatcher_asm(dispatcher: object) -> str:
     for sig in signatures:
         clone.compile(sig)
     return "\n".join(clone.inspect_asm().values())
+
+
+@dataclass(frozen=True)
+class KernelProfile:
+    """The static profile of one jitted kernel."""
+
+    name: str
+    profile: FpProfile
+
+    @property
+    def status(self) -> str:
+        """"vectorised", "not vectorised" (FP arithmetic but no packed FMA) or "no FP"
+        (a copy or index kernel, such as an im2col unfold)."""
+        p = self.profile
+        if p.vectorised:
+            return "vectorised"
+        has_fp = p.scalar_fma or p.scalar_other or any(p.packed_other.values())
+        return "not vectorised" if has_fp else "no FP"
+
+
+def _module_dispatchers(prepared: object) -> list[object]:
+    import sys
+
+    from numba.core.registry import CPUDispatcher
+
+    module = sys.modules.get(type(prepared).__module__)
+    return [v for v in vars(module).values()
+            if isinstance(v, CPUDispatcher) and v.signatures] if module else []
+
+
+def kernel_profiles(prepared_or_kernels: object) -> list[KernelProfile]:
+    """Per-kernel FP profiles of a :class:`~convbench.kernels.base.Prepared` (its
+    ``hot_kernels()``, else every compiled dispatcher of its module) or of an iterable of
+    numba dispatchers.  Kernels must have run once (compiled a signature)."""
+    hot = getattr(prepared_or_kernels, "hot_kernels", None)
+    if hot is not None:
+        kernels = list(hot()) or _module_dispatchers(prepared_or_kernels)
+    else:
+        kernels = list(prepared_or_kernels)  # type: ignore[call-overload]
+    return [KernelProfile(getattr(k, "__name__", repr(k)), fp_profile(dispatcher_asm(k)))
+            for k in kernels if getattr(k, "signatures", None)]
+
+
+def profile_columns(profiles: list[KernelProfile]) -> dict[str, float | str]:
+    """Tidy-table columns of a variant's static profile: packed FMAs by width summed over
+    its kernels, scalar FP instructions, and "vectorised" / "not vectorised" / "no FP"
+    (any kernel with FP but no packed FMA makes the variant "not vectorised")."""
+    fma: Counter[int] = Counter()
+    scalar = 0
+    for kp in profiles:
+        fma.update(kp.profile.packed_fma)
+        scalar += kp.profile.scalar_fma + kp.profile.scalar_other
+    statuses = {kp.status for kp in profiles}
+    status = ("not vectorised" if "not vectorised" in statuses else
+              "vectorised" if "vectorised" in statuses else
+              "no FP" if statuses else "no jitted kernel")
+    out: dict[str, float | str] = {f"asm_packed_fma_{w}": float(fma.get(w, 0))
+                                   for w in (128, 256, 512)}
+    out["asm_scalar_fp"] = float(scalar)
+    out["asm_vectorisation"] = status
+    out["asm_kernels"] = ",".join(f"{kp.name}:{kp.status}" for kp in profiles)
+    return out

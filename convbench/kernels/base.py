@@ -55,6 +55,13 @@ class Prepared(ABC):
         """Extra figures worth recording (multiplies saved, buffer sizes, ...)."""
         return {}
 
+    def hot_kernels(self) -> tuple[object, ...]:
+        """The numba dispatchers doing the work, for the static code profile.
+
+        Empty: the profile falls back to every compiled dispatcher of the kernel's module.
+        """
+        return ()
+
 
 Applicability = Callable[[ConvProblem, str, Mapping[str, ParamValue]], "str | None"]
 Builder = Callable[[ConvProblem, np.ndarray, str, Mapping[str, ParamValue]], Prepared]

@@ -1,0 +1,233 @@
+"""Simulated cache profile: callgrind's cache simulation of the counted region.
+
+For machines whose PMU is hidden.  The worker runs under valgrind (the runner puts
+:func:`worker_prefix` before its command, in a pass apart from timing), with
+``--instr-atstart=no`` so nothing is simulated until a region starts.  ``region()`` calls
+callgrind's client requests through a tiny C helper compiled at first use with the system
+``cc``: START_INSTRUMENTATION + ZERO_STATS on entry, DUMP_STATS_AT + STOP_INSTRUMENTATION on
+exit.  Each dump is its own file; ``read`` sums the dumps since the last read (the main
+output file's totals after instrumentation toggles are wrong, BRIEF.md).
+
+Determinism: counts repeat exactly only with ASLR off and a fixed hash seed, so the prefix
+runs ``setarch -R`` and sets ``PYTHONHASHSEED=0``.  The cache geometry is the host's from
+sysfs unless given (``i1``/``d1``/``ll`` as "size,assoc,line" in bytes).
+
+Columns per call: ``sim_ir``, ``sim_dr``, ``sim_dw``, ``sim_d1mr``, ``sim_d1mw``,
+``sim_dlmr``, ``sim_dlmw``; ``l1d_miss_rate`` = D1 misses / (Dr + Dw); ``llc_miss_rate`` =
+LL data misses / D1 misses (misses at the LL over the references that reach it, as with
+perf); ``sim_ll_global_miss_rate`` = LL data misses / (Dr + Dw) (cachegrind's "LLd miss
+rate").  ``ctr_source`` says "simulated" on every such row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import glob
+import math
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from convbench.harness.counters.metrics import Metrics
+
+ENV_DIR = "CONVBENCH_SIM_DIR"
+SOURCE = "simulated (callgrind cache-sim)"
+_HELPER_C = r"""
+#include <valgrind/callgrind.h>
+int cb_on_valgrind(void) { return RUNNING_ON_VALGRIND; }
+void cb_start(void) { CALLGRIND_START_INSTRUMENTATION; CALLGRIND_ZERO_STATS; }
+void cb_stop(void) { CALLGRIND_DUMP_STATS_AT("convbench-region"); CALLGRIND_STOP_INSTRUMENTATION; }
+"""
+_NOT_SIMULATED = ("ipc", "fma_utilization", "counted_gflops", "dram_bandwidth_gbs")
+
+
+# -- cache geometry ------------------------------------------------------------------
+def _sysfs_caches(root: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[str, str]:
+    """{"I1"|"D1"|"LL": "size,assoc,line"} from sysfs (LL: the highest unified level)."""
+    found: dict[str, tuple[int, str]] = {}
+    for index in sorted(glob.glob(os.path.join(root, "index*"))):
+        def attr(name: str, index: str = index) -> str:
+            return Path(index, name).read_text().strip()
+        try:
+            level, kind = int(attr("level")), attr("type")
+            size = attr("size")
+            nbytes = int(size[:-1]) * {"K": 1024, "M": 1 << 20}[size[-1]] \
+                if size[-1] in "KM" else int(size)
+            assoc, line = int(attr("ways_of_associativity")), int(attr("coherency_line_size"))
+        except (OSError, ValueError, KeyError):
+            continue
+        geometry = f"{_power_of_two_sets(nbytes, assoc, line)},{assoc},{line}"
+        if level == 1 and kind in ("Data", "Instruction"):
+            found["D1" if kind == "Data" else "I1"] = (1, geometry)
+        elif kind == "Unified" and level >= found.get("LL", (0, ""))[0]:
+            found["LL"] = (level, geometry)
+    return {k: v for k, (_, v) in found.items()}
+
+
+def _power_of_two_sets(size: int, assoc: int, line: int) -> int:
+    """Largest size <= ``size`` with a power-of-two set count (callgrind requires it)."""
+    sets = max(size // (assoc * line), 1)
+    return (1 << (sets.bit_length() - 1)) * assoc * line
+
+
+def geometry(i1: str | None = None, d1: str | None = None, ll: str | None = None
+             ) -> dict[str, str]:
+    """Cache geometry for callgrind: the user's where given, else the host's."""
+    host = _sysfs_caches()
+    given = {"I1": i1, "D1": d1, "LL": ll}
+    return {k: v for k in ("I1", "D1", "LL") if (v := given[k] or host.get(k))}
+
+
+def worker_prefix(out_dir: str | None = None, i1: str | None = None, d1: str | None = None,
+                  ll: str | None = None, **_: str) -> list[str]:
+    """The command prefix that runs a worker under callgrind, deterministically."""
+    out_dir = out_dir or tempfile.mkdtemp(prefix="convbench-sim-")
+    os.makedirs(out_dir, exist_ok=True)
+    cache = [f"--{k}={v}" for k, v in geometry(i1, d1, ll).items()]
+    return ["env", "PYTHONHASHSEED=0", f"{ENV_DIR}={out_dir}",
+            "setarch", platform.machine(), "-R",
+            "valgrind", "-q", "--tool=callgrind", "--cache-sim=yes", "--instr-atstart=no",
+            *cache, f"--callgrind-out-file={out_dir}/callgrind.out.%p"]
+
+
+# -- the client-request helper -------------------------------------------------------
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base, "convbench")
+
+
+def helper_library() -> ctypes.CDLL:
+    """Compile (once) and load the callgrind client-request helper."""
+    import hashlib
+
+    tag = hashlib.sha256(_HELPER_C.encode()).hexdigest()[:12]
+    lib = _cache_dir() / f"cb_callgrind_{tag}.so"
+    if not lib.exists():
+        if not Path("/usr/include/valgrind/callgrind.h").exists():
+            raise RuntimeError("valgrind/callgrind.h missing: install valgrind "
+                               "(apt-get install valgrind)")
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            raise RuntimeError("no C compiler (cc) to build the callgrind helper")
+        lib.parent.mkdir(parents=True, exist_ok=True)
+        src = lib.with_suffix(".c")
+        src.write_text(_HELPER_C)
+        tmp = lib.with_suffix(f".{os.getpid()}.tmp")
+        subprocess.run([cc, "-O1", "-shared", "-fPIC", "-o", str(tmp), str(src)],
+                       check=True, capture_output=True)
+        os.replace(tmp, lib)   # atomic: concurrent workers never load a partial file
+    return ctypes.CDLL(str(lib))
+
+
+# -- dump files ----------------------------------------------------------------------
+def parse_dump(text: str) -> dict[str, int]:
+    """Event totals of one callgrind output file (``events:`` names, ``summary:`` values)."""
+    names: list[str] = []
+    found: dict[str, list[int]] = {}
+    for line in text.splitlines():
+        if line.startswith("events:"):
+            names = line.split()[1:]
+        elif line.startswith(("summary:", "totals:")):
+            key, _, values = line.partition(":")
+            found.setdefault(key, [int(v) for v in values.split()])
+    # the header's summary is the dump's total; "totals:" (sum of cost lines) is a fallback
+    totals = found.get("summary") or found.get("totals") or []
+    totals += [0] * (len(names) - len(totals))
+    return dict(zip(names, totals, strict=True))
+
+
+def sim_columns(totals: dict[str, int], calls: int) -> Metrics:
+    """Per-call simulated counts and miss rates (see the module docstring)."""
+    per = {k: v / calls for k, v in totals.items()}
+    out: Metrics = {"ctr_source": SOURCE}
+    for key in ("Ir", "Dr", "Dw", "D1mr", "D1mw", "DLmr", "DLmw", "I1mr", "ILmr"):
+        out["sim_" + key.lower()] = per.get(key, math.nan)
+    refs = per.get("Dr", 0) + per.get("Dw", 0)
+    d1 = per.get("D1mr", 0) + per.get("D1mw", 0)
+    ll = per.get("DLmr", 0) + per.get("DLmw", 0)
+
+    def rate(name: str, num: float, den: float, what: str) -> None:
+        out[name] = num / den if den else math.nan
+        if not den:
+            out[name + "_reason"] = f"no {what} in the region"
+
+    rate("l1d_miss_rate", d1, refs, "data references")
+    rate("llc_miss_rate", ll, d1, "D1 misses")
+    rate("sim_ll_global_miss_rate", ll, refs, "data references")
+    for name in _NOT_SIMULATED:
+        out[name] = math.nan
+        out[name + "_reason"] = "not simulated (callgrind models caches, not time)"
+    return out
+
+
+class SimSession:
+    """Region counting under callgrind; ``failure`` says why nothing can be counted."""
+
+    kind = "sim"
+
+    def __init__(self) -> None:
+        self.failure = ""
+        self.dir = os.environ.get(ENV_DIR, "")
+        self._seen: set[str] = set()
+        self._lib: ctypes.CDLL | None = None
+        try:
+            self._lib = helper_library()
+        except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
+            self.failure = f"callgrind helper unavailable: {e}"
+            return
+        if not self._lib.cb_on_valgrind():
+            self.failure = "the worker is not running under valgrind (see sim.worker_prefix)"
+        elif not self.dir:
+            self.failure = f"{ENV_DIR} not set: callgrind's output directory is unknown"
+        else:
+            self._seen = set(self._dumps())
+
+    def _dumps(self) -> list[str]:
+        return glob.glob(os.path.join(self.dir, f"callgrind.out.{os.getpid()}.*"))
+
+    @contextlib.contextmanager
+    def region(self) -> Iterator[None]:
+        if self.failure or self._lib is None:
+            yield
+            return
+        self._lib.cb_start()
+        try:
+            yield
+        finally:
+            self._lib.cb_stop()
+
+    def read(self, calls: int) -> Metrics:
+        """Per-call figures of the regions since the last read (summed over their dumps)."""
+        if self.failure:
+            out = sim_columns({}, max(calls, 1))
+            for key in [k for k in out if k.startswith("sim_") or k.endswith("_rate")]:
+                if not key.endswith("_reason"):
+                    out[key] = math.nan
+                    out[key + "_reason"] = self.failure
+            return out
+        totals: dict[str, int] = {}
+        for path in sorted(set(self._dumps()) - self._seen):
+            self._seen.add(path)
+            for k, v in parse_dump(Path(path).read_text()).items():
+                totals[k] = totals.get(k, 0) + v
+        return sim_columns(totals, calls)
+
+    def close(self) -> None:
+        pass
+
+
+def open_session(**_: str) -> SimSession:
+    return SimSession()
+
+
+def valgrind_version() -> str | None:
+    exe = shutil.which("valgrind")
+    if exe is None:
+        return None
+    done = subprocess.run([exe, "--version"], capture_output=True, text=True)
+    return done.stdout.strip() or None
