@@ -43,17 +43,18 @@ def command(targets: tuple[str, ...], algorithms: tuple[str, ...], layouts: tupl
     from convbench.textable import format_table
 
     problems = _problems(targets)
-    header = ("layer", "variant", "status", "max abs err", "max rel err", "err/bound", "s",
-              "reason")
-    click.echo("  ".join(header))
+    lw = max([len("layer")] + [len(p.name) for p in problems])
+    vw = 34
+    click.echo(f"{'layer':<{lw}}  {'variant':<{vw}}  status  max abs err  max rel err  "
+               f"err/bound  seconds  reason")
 
     def show(row) -> None:
         if row.status == "skip" and not show_skips:
             return
-        cells = (row.layer, row.variant, row.status.upper() if not row.ok else row.status,
-                 f"{row.max_abs:.2e}", f"{row.max_rel:.2e}", f"{row.bound_ratio:.3f}",
-                 f"{row.seconds:.2f}", row.reason)
-        click.echo("  ".join(cells))
+        status = row.status if row.ok else row.status.upper()
+        click.echo(f"{row.layer:<{lw}}  {row.variant:<{vw}}  {status:<6}  {row.max_abs:11.2e}"
+                   f"  {row.max_rel:11.2e}  {row.bound_ratio:9.3f}  {row.seconds:7.2f}  "
+                   f"{row.reason}".rstrip())
 
     t0 = time.perf_counter()
     rows = check_problems(problems, algorithms or None, layouts or None, seed=seed,

@@ -52,12 +52,17 @@ def _direct_nchw(x, w, y, g, sh, sw, ph, pw, dh, dw):  # pragma: no cover - jitt
                         wv = w[o, c, kh, kw]
                         off_w = kw * (dw + 1) - pw
                         ow_lo, ow_hi = _valid_range_jit(ow_len, iw_len, sw, off_w)
+                        n_ow = ow_hi - ow_lo
                         for oh in range(oh_lo, oh_hi):
-                            row = plane[oh * sh + kh * (dh + 1) - ph]
-                            orow = out[oh]
-                            for j in range(ow_hi - ow_lo):
-                                ow = ow_lo + j
-                                orow[ow] += wv * row[ow * sw + off_w]
+                            # slices start at 0 so numba can prove indices non-negative
+                            src = plane[oh * sh + kh * (dh + 1) - ph, ow_lo * sw + off_w:]
+                            dst = out[oh, ow_lo:ow_hi]
+                            if sw == 1:
+                                for j in range(n_ow):
+                                    dst[j] += wv * src[j]
+                            else:
+                                for j in range(n_ow):
+                                    dst[j] += wv * src[j * sw]
 
 
 @numba.njit(parallel=True, cache=True, fastmath=True)

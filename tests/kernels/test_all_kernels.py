@@ -1,0 +1,106 @@
+"""Every registered kernel variant against the float64 reference on random small shapes.
+
+New algorithm modules are covered automatically: the registry lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+
+from convbench.harness.inputs import make_inputs
+from convbench.harness.verify import verify
+from convbench.kernels import registry
+from convbench.kernels.base import Algorithm, ParamValue, Prepared, Variant
+from convbench.kernels.direct import DirectNCHW
+from convbench.kernels.reference import Reference
+from convbench.spec.problem import ConvProblem
+from tests.strategies import any_problem, general_problems
+
+ALGORITHMS = sorted(registry.algorithms())
+
+
+def _check_all(problem: ConvProblem, algorithm: str) -> int:
+    x, w = make_inputs(problem, seed=1)
+    reference = Reference(problem, x, w)
+    checked = 0
+    for variant, skip in registry.variants(problem, (algorithm,)):
+        if skip is not None:
+            continue
+        verdict, _ = verify(problem, variant, reference, x, w)
+        assert verdict.status == "pass", f"{variant.id} on {problem}: {verdict.reason}"
+        checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=any_problem)
+def test_every_variant_matches_reference(algorithm, problem):
+    _check_all(problem, algorithm)
+
+
+def test_direct_and_im2col_cover_every_feature():
+    """The baselines must apply to strided, padded, dilated, grouped, non-square problems."""
+    p = ConvProblem.make(mb=2, g=2, ic=6, oc=4, ih=11, iw=7, kh=3, kw=2, sh=2, sw=1, ph=1,
+                         pw=0, dh=1, dw=0, name="all_features")
+    for name in ("direct", "im2col"):
+        assert _check_all(p, name) >= 2
+
+
+def _drop_last_tap(w: np.ndarray) -> np.ndarray:
+    """A plausible bug: the kernel-width loop stops one tap early."""
+    w = w.copy()
+    w[..., -1] = 0.0
+    return w
+
+
+def _flip(w: np.ndarray) -> np.ndarray:
+    """A plausible bug: true convolution (flipped kernel) instead of correlation."""
+    return np.ascontiguousarray(w[:, :, ::-1, ::-1])
+
+
+class _Buggy(Prepared):
+    """The direct kernel run on weights that a bug has changed."""
+
+    in_layout = out_layout = "nchw"
+
+    def __init__(self, problem: ConvProblem, w: np.ndarray, bug):
+        self.inner = DirectNCHW(problem, bug(w))
+
+    def run(self, x: np.ndarray, y: np.ndarray) -> None:
+        self.inner.run(x, y)
+
+
+def _broken(bug) -> Algorithm:
+    def build(p: ConvProblem, w: np.ndarray, layout: str, params: Mapping[str, ParamValue]):
+        return _Buggy(p, w, bug)
+
+    return Algorithm(name=f"broken{bug.__name__}", title="broken", source="test",
+                     layouts=("nchw",), build=build)
+
+
+@pytest.mark.parametrize("bug", [_drop_last_tap, _flip])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(problem=general_problems(max_channels=70, max_size=14))
+def test_broken_kernels_are_caught(monkeypatch_module, bug, problem):
+    """The same check rejects a kernel with a real bug, for reduction lengths up to ~1000."""
+    x, w = make_inputs(problem, seed=2)
+    reference = Reference(problem, x, w)
+    # Where the bug changes nothing (a dropped tap that only meets padding, a symmetric
+    # kernel) there is nothing to catch.
+    assume(not np.allclose(Reference(problem, x, bug(w)).y, reference.y, rtol=0, atol=1e-9))
+    alg = _broken(bug)
+    monkeypatch_module.setitem(registry.algorithms(), alg.name, alg)
+    verdict, _ = verify(problem, Variant.of(alg.name, "nchw"), reference, x, w)
+    assert verdict.status == "fail", f"{bug.__name__} passed on {problem}"
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()

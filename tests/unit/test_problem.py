@@ -1,0 +1,38 @@
+"""ConvProblem: derived sizes, FLOPs and bytes, and its validation."""
+
+import pytest
+
+from convbench.spec.problem import ConvProblem, ProblemError
+
+
+def test_flops_formula_with_groups():
+    p = ConvProblem.make(mb=2, g=4, ic=32, ih=10, iw=12, oc=16, kh=3, kw=1, ph=1, pw=0)
+    assert (p.oh, p.ow) == (10, 12)
+    assert p.flops == 2 * 2 * 16 * 10 * 12 * (32 // 4) * 3 * 1
+    assert p.input_bytes == 4 * 2 * 32 * 10 * 12
+    assert p.weight_bytes == 4 * 16 * 8 * 3
+    assert p.output_bytes == 4 * 2 * 16 * 10 * 12
+
+
+def test_output_size_with_stride_and_dilation():
+    p = ConvProblem.make(ic=1, ih=15, oc=1, kh=3, sh=2, ph=1, dh=2)  # effective kernel 7
+    assert p.oh == (15 - 7 + 2) // 2 + 1
+
+
+@pytest.mark.parametrize("fields, field", [
+    ({"oh": 5}, "oh"), ({"g": 3}, "g"), ({"ic": 0}, "ic"), ({"ph": -1}, "ph"), ({"kh": 40}, "kh"),
+])
+def test_impossible_shapes_name_the_field(fields, field):
+    base = {"mb": 1, "g": 1, "ic": 4, "ih": 8, "iw": 8, "oc": 4, "oh": 6, "ow": 6, "kh": 3,
+            "kw": 3}
+    base.update(fields)
+    with pytest.raises(ProblemError) as err:
+        ConvProblem(**base)
+    assert err.value.field == field
+
+
+def test_immutable_and_hashable():
+    p = ConvProblem.make(ic=3, ih=8, oc=4, kh=3)
+    with pytest.raises(AttributeError):
+        p.ic = 5
+    assert {p: 1}[ConvProblem.make(ic=3, ih=8, oc=4, kh=3)] == 1
