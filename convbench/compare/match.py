@@ -1,0 +1,238 @@
+"""Reading both sides of a comparison and pairing their variants by identity.
+
+A side is a results directory (``convbench run``) or a pyperf JSON file.  Results
+directories pair on :data:`convbench.results.schema.IDENTITY` (layer, variant, threads,
+vector width); pyperf files on the benchmark name.  Variants found on one side only are
+kept and listed, never dropped; a different host or different library versions give
+warnings that name what differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from convbench.errors import ConvbenchError
+from convbench.results import schema
+
+# The column of simulated instructions per call (callgrind's Ir) that deterministic mode
+# compares.  The first of these present in both runs is used; --instructions-column
+# overrides.  The counters backend names raw counts ctr_<event>.
+INSTRUCTION_COLUMN = "sim_instructions"
+INSTRUCTION_COLUMNS = (INSTRUCTION_COLUMN, "ctr_Ir", "ctr_instructions")
+
+# Environment entries whose difference between the runs deserves a warning: the host and
+# anything that looks like a version.  Everything else (load, time, clock) may differ.
+HOST_KEYS = ("host", "hostname", "cpu", "cpu_model", "cpu_model_name", "cores", "machine",
+             "arch", "platform", "kernel")
+PYPERF_HOST_KEYS = ("hostname", "cpu_model_name", "cpu_count", "platform", "python_version",
+                    "python_implementation", "perf_version")
+
+
+@dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
+class Sample:
+    """One variant of one run: its per-call values and what identifies it."""
+
+    key: tuple[Any, ...]
+    case_id: str
+    suite: str
+    layer: str
+    variant: str
+    threads: int | None
+    vector_width: str
+    status: str
+    reason: str = ""
+    values: np.ndarray = field(default_factory=lambda: np.empty(0))
+    normalised: np.ndarray | None = None   # value / ref_value per round, when measured
+    instructions: float = float("nan")     # per call, from INSTRUCTION_COLUMNS
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def label(self) -> str:
+        """How reports name the variant: the case id."""
+        return self.case_id
+
+
+@dataclass
+class Side:
+    """One run as compare sees it."""
+
+    path: Path
+    kind: str                             # "results" or "pyperf"
+    samples: dict[tuple[Any, ...], Sample]
+    environment: dict[str, Any]           # flattened entries worth a warning when they differ
+    suite_copy: Path | None = None        # the suite the run was made from (for --confirm)
+    instruction_column: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+@dataclass
+class Matching:
+    pairs: list[tuple[Sample, Sample]]
+    only_baseline: list[Sample]
+    only_current: list[Sample]
+    warnings: list[str]
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            yield from _flatten(value, f"{name}.")
+        else:
+            yield name, value
+
+
+def _watched(key: str) -> bool:
+    """Host identity and library versions: differences there change what a time means."""
+    parts = key.lower().split(".")
+    return (parts[-1] in HOST_KEYS or "version" in parts[-1]
+            or any(p in ("versions", "libraries", "library_versions", "packages")
+                   for p in parts[:-1]))
+
+
+def _case_fields(name: str) -> tuple[str, str, int | None, str]:
+    """Layer, variant, threads and width from a case id ``layer|variant|t<n>|v<w>``."""
+    parts = name.split("|")
+    if len(parts) == 4 and parts[2][:1] == "t" and parts[2][1:].isdigit() and parts[3][:1] == "v":
+        return parts[0], parts[1], int(parts[2][1:]), parts[3][1:]
+    return name, "", None, ""
+
+
+def _as_float(x: Any) -> float:
+    """A table cell as float; missing (None, pandas NA) as NaN."""
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def pick_instruction_column(base_columns: Any, cur_columns: Any,
+                            preferred: str | None = None) -> str | None:
+    """The instruction column deterministic mode uses: ``preferred`` if given, else the first
+    of :data:`INSTRUCTION_COLUMNS` present in both runs."""
+    candidates = (preferred,) if preferred else INSTRUCTION_COLUMNS
+    for column in candidates:
+        if column in base_columns and column in cur_columns:
+            return column
+    return None
+
+
+def _results_side(run: Any, instruction_column: str | None) -> Side:
+    """A side from a loaded :class:`convbench.results.load.Results`."""
+    path, table, values = run.path, run.table, run.values
+    by_case = {cid: group for cid, group in values.groupby("case_id", sort=False)}
+    samples = {}
+    for row in table.to_dict("records"):
+        key = tuple(row[c] for c in schema.IDENTITY)
+        if key in samples:
+            raise ConvbenchError(f"{path}: variant {row['case_id']} appears twice")
+        group = by_case.get(row["case_id"])
+        raw = normalised = np.empty(0)
+        if group is not None and row["status"] == "ok":
+            group = group.sort_values("round")
+            raw = group["value"].to_numpy(dtype=float)
+            if "ref_value" in group:
+                ref = group["ref_value"].to_numpy(dtype=float)
+                normalised = raw / ref
+        has_ref = normalised.size > 0 and bool(np.all(np.isfinite(normalised)))
+        samples[key] = Sample(
+            key=key, case_id=str(row["case_id"]), suite=str(row.get("suite") or ""),
+            layer=str(row["layer"]), variant=str(row["variant"]),
+            threads=int(row["threads"]), vector_width=str(row["vector_width"]),
+            status=str(row["status"]), reason=str(row.get("reason") or ""), values=raw,
+            normalised=normalised if has_ref else None,
+            instructions=_as_float(row.get(instruction_column)) if instruction_column
+            else float("nan"))
+    env = {k: v for k, v in _flatten(run.environment) if _watched(k)}
+    env.update({f"manifest.{k}": v for k, v in run.manifest.items() if "version" in k})
+    suite_copy = path / schema.SUITE_COPY
+    return Side(path, "results", samples, env, suite_copy if suite_copy.is_file() else None,
+                instruction_column)
+
+
+def _load_pyperf_side(path: Path) -> Side:
+    import pyperf
+
+    try:
+        suite = pyperf.BenchmarkSuite.load(str(path))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConvbenchError(f"{path}: not a pyperf JSON file ({exc})") from None
+    samples = {}
+    env: dict[str, Any] = {}
+    for bench in suite.get_benchmarks():
+        name = bench.get_name()
+        layer, variant, threads, width = _case_fields(name)
+        samples[(name,)] = Sample(key=(name,), case_id=name, suite="", layer=layer,
+                                  variant=variant, threads=threads, vector_width=width,
+                                  status="ok", values=np.asarray(bench.get_values(), float))
+        meta = bench.get_metadata()
+        env.update({k: meta[k] for k in PYPERF_HOST_KEYS if k in meta})
+    return Side(path, "pyperf", samples, env)
+
+
+def _kind(path: Path) -> str:
+    if path.is_dir():
+        return "results"
+    if path.is_file() and path.name.endswith((".json", ".json.gz")):
+        return "pyperf"
+    raise ConvbenchError(f"{path}: neither a results directory nor a pyperf JSON file")
+
+
+def load_pair(baseline: str | Path, current: str | Path,
+              instruction_column: str | None = None) -> tuple[Side, Side]:
+    """Load both sides; they must be of the same kind (two results dirs or two pyperf files)."""
+    base_path, cur_path = Path(baseline), Path(current)
+    kinds = _kind(base_path), _kind(cur_path)
+    if kinds[0] != kinds[1]:
+        raise ConvbenchError(f"cannot compare a {kinds[0]} input ({base_path}) with a "
+                             f"{kinds[1]} input ({cur_path}); give two of the same kind")
+    if kinds[0] == "pyperf":
+        return _load_pyperf_side(base_path), _load_pyperf_side(cur_path)
+    from convbench.results.load import load_results
+
+    base_run, cur_run = load_results(base_path), load_results(cur_path)
+    column = pick_instruction_column(base_run.table.columns, cur_run.table.columns,
+                                     instruction_column)
+    if instruction_column and column is None:
+        raise ConvbenchError(f"instruction column {instruction_column!r} is not in both "
+                             f"{base_path} and {cur_path}")
+    return _results_side(base_run, column), _results_side(cur_run, column)
+
+
+def environment_warnings(base: Side, cur: Side) -> list[str]:
+    """One warning per watched environment entry that differs (or exists on one side only)."""
+    warnings = []
+    for key in sorted(set(base.environment) | set(cur.environment)):
+        a, b = base.environment.get(key), cur.environment.get(key)
+        if a != b:
+            what = "host" if key.split(".")[-1].lower() in HOST_KEYS else "version"
+            warnings.append(f"different {what}: {key} is {a!r} in the baseline, {b!r} in the "
+                            f"current run")
+    return warnings
+
+
+def match(base: Side, cur: Side) -> Matching:
+    """Pair the variants of both sides; list the ones found on one side only."""
+    pairs = [(base.samples[k], cur.samples[k]) for k in base.samples if k in cur.samples]
+    only_base = [s for k, s in base.samples.items() if k not in cur.samples]
+    only_cur = [s for k, s in cur.samples.items() if k not in base.samples]
+    warnings = environment_warnings(base, cur)
+    if only_base:
+        warnings.append(f"{len(only_base)} variant(s) only in the baseline")
+    if only_cur:
+        warnings.append(f"{len(only_cur)} variant(s) only in the current run")
+    if not pairs:
+        raise ConvbenchError(f"{base.path} and {cur.path} have no variant in common; "
+                             "nothing to compare")
+    return Matching(pairs, only_base, only_cur, warnings)

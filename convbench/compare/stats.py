@@ -1,0 +1,135 @@
+"""The per-variant decision: is the current run slower, faster, or not significantly changed?
+
+Timing (noisy): a change counts only when it is both *significant* and *large*:
+
+- significant: a two-sided Mann-Whitney U test on the two value sets gives p < ``alpha``
+  AND the bootstrap confidence interval (level ``1 - alpha``) of the median ratio
+  current / baseline excludes 1;
+- large: the median ratio is at least ``1 + threshold`` (slower) or at most
+  ``1 / (1 + threshold)`` (faster; symmetric on a log scale).
+
+The values are seconds per call, or, when both runs timed the in-run reference kernel in
+the same rounds, value / ref_value per round: co-tenant contention slows both kernels of a
+round alike, so the ratio is far less noisy than the raw time.
+
+Instructions (deterministic): simulated instruction counts per call are compared directly
+against their own threshold; no test is needed because they do not depend on noise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+SLOWER = "slower"
+FASTER = "faster"
+NO_CHANGE = "no significant change"
+VERDICTS = (SLOWER, FASTER, NO_CHANGE)
+
+DEFAULT_ALPHA = 0.01                   # per-variant false-alarm level of the timing test
+DEFAULT_THRESHOLD = 0.05               # minimum timing effect: 5% slower or faster
+DEFAULT_INSTRUCTION_THRESHOLD = 0.01   # minimum instruction-count change: 1%
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 20261123              # fixed: the same inputs always give the same verdict
+
+
+@dataclass(frozen=True)
+class TimeDecision:
+    """The timing verdict of one variant, with the figures behind it."""
+
+    verdict: str
+    ratio: float      # median(current) / median(baseline) of the compared values
+    ci_low: float     # bootstrap CI of that ratio, level 1 - alpha
+    ci_high: float
+    p_value: float    # two-sided Mann-Whitney U
+    n_baseline: int
+    n_current: int
+    basis: str        # "ref-normalised" or "raw"
+    threshold: float
+    note: str = ""    # why no test could be made, when so
+
+    @property
+    def change(self) -> float:
+        """Relative change of the median: +0.10 is 10% slower."""
+        return self.ratio - 1.0
+
+
+@dataclass(frozen=True)
+class InstructionDecision:
+    """The deterministic verdict on simulated instructions per call."""
+
+    verdict: str
+    ratio: float
+    baseline: float
+    current: float
+    column: str
+    threshold: float
+
+
+def min_attainable_p(n1: int, n2: int) -> float:
+    """Smallest two-sided p-value an exact Mann-Whitney U test can give for these sizes.
+
+    With few values the test cannot reach ``alpha`` at all (5 and 5 values: 0.0079; 4 and
+    4: 0.029), so a variant measured that sparsely can never be flagged.
+    """
+    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
+
+
+def bootstrap_ratio_ci(baseline: np.ndarray, current: np.ndarray, level: float,
+                       resamples: int = BOOTSTRAP_RESAMPLES,
+                       seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """Percentile bootstrap CI of median(current) / median(baseline), each side resampled."""
+    rng = np.random.default_rng(seed)
+    b = rng.choice(baseline, size=(resamples, baseline.size), replace=True)
+    c = rng.choice(current, size=(resamples, current.size), replace=True)
+    ratios = np.median(c, axis=1) / np.median(b, axis=1)
+    tail = (1.0 - level) / 2.0
+    lo, hi = np.quantile(ratios, [tail, 1.0 - tail])
+    return float(lo), float(hi)
+
+
+def _classify(ratio: float, threshold: float) -> str:
+    if ratio >= 1.0 + threshold:
+        return SLOWER
+    if ratio <= 1.0 / (1.0 + threshold):
+        return FASTER
+    return NO_CHANGE
+
+
+def decide_time(baseline: np.ndarray, current: np.ndarray, *,
+                threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
+                basis: str = "raw", resamples: int = BOOTSTRAP_RESAMPLES) -> TimeDecision:
+    """Verdict on two sets of per-call times (or reference-normalised times); larger = slower."""
+    from scipy.stats import mannwhitneyu
+
+    baseline = np.asarray(baseline, dtype=float)
+    current = np.asarray(current, dtype=float)
+    baseline = baseline[np.isfinite(baseline)]
+    current = current[np.isfinite(current)]
+    n1, n2 = baseline.size, current.size
+    nan = float("nan")
+    if n1 == 0 or n2 == 0:
+        return TimeDecision(NO_CHANGE, nan, nan, nan, nan, n1, n2, basis, threshold,
+                            note="no values on one side")
+    ratio = float(np.median(current) / np.median(baseline))
+    if min(n1, n2) < 2 or min_attainable_p(n1, n2) >= alpha:
+        return TimeDecision(NO_CHANGE, ratio, nan, nan, nan, n1, n2, basis, threshold,
+                            note=f"too few values ({n1} and {n2}) to reach p < {alpha:g}")
+    p_value = float(mannwhitneyu(current, baseline, alternative="two-sided").pvalue)
+    lo, hi = bootstrap_ratio_ci(baseline, current, 1.0 - alpha, resamples)
+    significant = p_value < alpha and (lo > 1.0 or hi < 1.0)
+    verdict = _classify(ratio, threshold) if significant else NO_CHANGE
+    return TimeDecision(verdict, ratio, lo, hi, p_value, n1, n2, basis, threshold)
+
+
+def decide_instructions(baseline: float, current: float, *, column: str,
+                        threshold: float = DEFAULT_INSTRUCTION_THRESHOLD
+                        ) -> InstructionDecision | None:
+    """Deterministic verdict on instructions per call; None when either count is missing."""
+    if not (np.isfinite(baseline) and np.isfinite(current)) or baseline <= 0:
+        return None
+    ratio = float(current / baseline)
+    return InstructionDecision(_classify(ratio, threshold), ratio, float(baseline),
+                               float(current), column, threshold)

@@ -1,0 +1,319 @@
+"""compare on results directories and pyperf files: matching, exit codes, outputs, confirm."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
+
+import numpy as np
+import pytest
+
+from convbench.cli import main
+from convbench.compare import confirm, stats
+from convbench.compare.gate import BROKEN, ONLY_BASELINE, ONLY_CURRENT, compare_runs
+from convbench.errors import ConvbenchError
+from tests.results_factory import write_results
+
+CASES = [
+    {"layer": "conv1", "algorithm": "direct", "layout": "nchw", "median": 1e-3},
+    {"layer": "conv1", "algorithm": "im2col", "layout": "nhwc", "median": 2e-3,
+     "params": {"gemm": "blas"}},
+    {"layer": "conv2", "algorithm": "direct", "layout": "nchw", "median": 3e-3, "threads": 2},
+]
+SLOW_ID = "conv1|im2col/nhwc/gemm=blas|t1|vauto"
+
+
+def _cases(**changes: dict) -> list[dict]:
+    """CASES with some cases changed, keyed by their index: {"c1": {"median": ...}}."""
+    out = [dict(c) for c in CASES]
+    for key, change in changes.items():
+        out[int(key[1:])].update(change)
+    return out
+
+
+def _run(tmp_path: Path, name: str, cases: list[dict], seed: int, **kw) -> Path:
+    return write_results(tmp_path / name, cases, n_values=15, seed=seed, **kw)
+
+
+def _gate(args: list[str], capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", *map(str, args)])
+    out = capsys.readouterr()
+    return exit_info.value.code, out.out, out.err
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> tuple[Path, Path]:
+    """A baseline and a current run in which the im2col variant is 15% slower."""
+    return (_run(tmp_path, "base", CASES, 1),
+            _run(tmp_path, "cur", _cases(c1={"median": 2.3e-3}), 2))
+
+
+# --- matching -------------------------------------------------------------------------------
+
+def test_one_sided_variants_are_listed(tmp_path: Path) -> None:
+    base = _run(tmp_path, "base", CASES, 1)
+    cur = _run(tmp_path, "cur", _cases(c2={"threads": 1}), 2)  # other identity
+    comparison = compare_runs(base, cur)
+    states = {r.sample.case_id: r.state for r in comparison.results}
+    assert states["conv2|direct/nchw|t2|vauto"] == ONLY_BASELINE
+    assert states["conv2|direct/nchw|t1|vauto"] == ONLY_CURRENT
+    assert sum(s == stats.NO_CHANGE for s in states.values()) == 2
+    assert any("only in the baseline" in w for w in comparison.warnings)
+
+
+def test_host_and_version_differences_warn(tmp_path: Path) -> None:
+    base = _run(tmp_path, "base", CASES, 1, host="ci-a")
+    cur = _run(tmp_path, "cur", CASES, 2, host="ci-b")
+    for run, numba in ((base, "0.60.0"), (cur, "0.61.2")):
+        env = json.loads((run / "environment.json").read_text())
+        env["versions"] = {"numba": numba, "numpy": "2.1.0"}
+        env["load"] = 1.5 if run is base else 0.2  # volatile: no warning
+        (run / "environment.json").write_text(json.dumps(env))
+    warnings = compare_runs(base, cur).warnings
+    assert any("host" in w and "'ci-a'" in w and "'ci-b'" in w for w in warnings)
+    assert any("versions.numba" in w and "0.61.2" in w for w in warnings)
+    assert not any("numpy" in w or "load" in w for w in warnings)
+
+
+def test_reference_normalised_values_are_used(pair) -> None:
+    comparison = compare_runs(*pair)
+    assert {r.time.basis for r in comparison.results} == {"ref-normalised"}
+    assert {r.time.basis for r in compare_runs(*pair, use_reference=False).results} == {"raw"}
+
+
+def test_broken_variant_fails(tmp_path: Path) -> None:
+    base = _run(tmp_path, "base", CASES, 1)
+    cur = _run(tmp_path, "cur", _cases(c0={"status": "fail", "reason": "max error 3x bound"}), 2)
+    comparison = compare_runs(base, cur)
+    broken = [r for r in comparison.results if r.state == BROKEN]
+    assert [r.sample.case_id for r in broken] == ["conv1|direct/nchw|t1|vauto"]
+    assert comparison.regressions("time") == broken
+
+
+# --- exit codes and outputs ----------------------------------------------------------------
+
+def test_same_runs_exit_0(tmp_path: Path, capsys) -> None:
+    base, cur = _run(tmp_path, "a", CASES, 1), _run(tmp_path, "b", CASES, 2)
+    code, out, _ = _gate([base, cur], capsys)
+    assert code == 0
+    assert "no regression in 3 variants" in out
+
+
+def test_slower_variant_exit_1_named_first(pair, capsys) -> None:
+    code, out, _ = _gate([*pair], capsys)
+    assert code == 1
+    table = out.splitlines()
+    first_row = table[3]  # settings line, header, rule, then the most severe row
+    assert first_row.startswith("FAIL slower") and SLOW_ID in first_row
+    assert "1 regression(s)" in table[-1]
+
+
+def test_threshold_option_lets_it_pass(pair, capsys) -> None:
+    assert _gate([*pair, "--threshold", "20%"], capsys)[0] == 0
+
+
+def test_thresholds_file_per_layer(pair, tmp_path: Path, capsys) -> None:
+    th = tmp_path / "th.json"
+    th.write_text(json.dumps({"layers": {"conv1": "25%"}}))
+    assert _gate([*pair, "--thresholds", th], capsys)[0] == 0
+
+
+@pytest.mark.parametrize("args", [
+    ["missing-dir", "also-missing"],
+    ["{base}", "{base}/manifest.json"],          # a directory and a file
+    ["{base}", "{base}", "--threshold", "lots"],
+    ["{base}", "{base}", "--fail-on", "instructions"],  # no instruction counts
+    ["{base}", "{base}", "--fail-on", "sometimes"],
+    ["{base}"],
+])
+def test_usage_and_input_errors_exit_2(tmp_path: Path, capsys, args: list[str]) -> None:
+    base = _run(tmp_path, "base", CASES, 1)
+    code, _, err = _gate([a.format(base=base) for a in args], capsys)
+    assert code == 2
+    assert err.strip()
+
+
+def test_partial_run_is_an_input_error(tmp_path: Path, capsys) -> None:
+    base = _run(tmp_path, "base", CASES, 1)
+    cur = _run(tmp_path, "cur", CASES, 2, status="interrupted")
+    code, _, err = _gate([base, cur], capsys)
+    assert code == 2 and "interrupted" in err
+
+
+def test_json_output(pair, capsys) -> None:
+    code, out, _ = _gate([*pair, "--format", "json"], capsys)
+    data = json.loads(out)
+    assert code == 1 and data["regressions"] == [SLOW_ID]
+    first = data["variants"][0]
+    assert first["case_id"] == SLOW_ID and first["fails"] and first["verdict"] == "slower"
+    t = first["time"]
+    assert t["ci_low"] <= t["ratio"] <= t["ci_high"] and t["ratio"] > 1.1
+    assert t["basis"] == "ref-normalised" and t["p_value"] < 0.01
+    assert data["thresholds"]["time"] == stats.DEFAULT_THRESHOLD
+
+
+def test_markdown_output(pair, capsys) -> None:
+    _, out, _ = _gate([*pair, "--format", "md"], capsys)
+    assert out.startswith("### convbench compare: 1 regression(s)")
+    changed = out.split("<details>")[0]
+    assert SLOW_ID.replace("|", "\\|") in changed
+    assert "conv1\\|direct/nchw" not in changed  # unchanged variants only in the fold
+    assert "<details>" in out and "conv1\\|direct/nchw" in out
+
+
+def test_junit_output(pair, tmp_path: Path, capsys) -> None:
+    junit = tmp_path / "gate.xml"
+    _gate([*pair, "--junit", junit], capsys)
+    suite = ElementTree.parse(junit).getroot()
+    assert suite.tag == "testsuite" and suite.get("tests") == "3"
+    assert suite.get("failures") == "1"
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert set(cases) == {r["case_id"] for r in _ids(CASES)}
+    assert cases[SLOW_ID].find("failure") is not None
+    assert "slower" in cases[SLOW_ID].find("failure").get("message")
+    assert all(c.find("failure") is None for n, c in cases.items() if n != SLOW_ID)
+
+
+def _ids(cases: list[dict]) -> list[dict]:
+    out = []
+    for c in cases:
+        variant = "/".join([c["algorithm"], c["layout"]]
+                           + [f"{k}={v}" for k, v in sorted(c.get("params", {}).items())])
+        out.append({"case_id": f"{c['layer']}|{variant}|t{c.get('threads', 1)}|vauto"})
+    return out
+
+
+# --- deterministic mode ---------------------------------------------------------------------
+
+def _with_instructions(counts: list[float]) -> list[dict]:
+    return [dict(c, extra={"sim_instructions": n}) for c, n in zip(CASES, counts, strict=True)]
+
+
+def test_instructions_gate(tmp_path: Path, capsys) -> None:
+    base = _run(tmp_path, "base", _with_instructions([1e6, 2e6, 3e6]), 1)
+    cur = _run(tmp_path, "cur", _with_instructions([1e6, 2.1e6, 3e6]), 2)
+    code, out, _ = _gate([base, cur, "--fail-on", "instructions"], capsys)
+    assert code == 1 and "instructions slower" in out and "+5.00%" in out
+    # timing alone sees no change: --fail-on time passes
+    assert _gate([base, cur, "--fail-on", "time"], capsys)[0] == 0
+    assert _gate([base, cur, "--instruction-threshold", "6%"], capsys)[0] == 0
+
+
+def test_instruction_column_fallback_and_override(tmp_path: Path) -> None:
+    cases = [dict(c, extra={"ctr_Ir": 1e6}) for c in CASES]
+    base, cur = _run(tmp_path, "a", cases, 1), _run(tmp_path, "b", cases, 2)
+    assert compare_runs(base, cur).instruction_column == "ctr_Ir"
+    with pytest.raises(ConvbenchError, match="not in both"):
+        compare_runs(base, cur, instruction_column="sim_instructions")
+
+
+# --- confirm --------------------------------------------------------------------------------
+
+def _remeasure_with(tmp_path: Path, median: float):
+    """A re-measurement that writes a fresh run of the flagged cases at ``median``."""
+    calls = []
+
+    def remeasure(results_dir: Path, case_ids) -> Path:
+        calls.append(list(case_ids))
+        return _run(tmp_path, f"rerun{len(calls)}", _cases(c1={"median": median}), 7)
+
+    return remeasure, calls
+
+
+@pytest.mark.parametrize(("rerun_median", "confirmed"), [(2.3e-3, True), (2.0e-3, False)])
+def test_confirm_keeps_or_drops(pair, tmp_path: Path, rerun_median: float,
+                                confirmed: bool) -> None:
+    remeasure, calls = _remeasure_with(tmp_path, rerun_median)
+    comparison = confirm.confirm(compare_runs(*pair), remeasure)
+    assert calls == [[SLOW_ID]]
+    flagged = next(r for r in comparison.results if r.sample.case_id == SLOW_ID)
+    assert flagged.confirmation.confirmed is confirmed
+    assert bool(comparison.regressions("time")) is confirmed
+    from convbench.compare.report import verdict_text
+    assert verdict_text(flagged).startswith("slower (confirmed)" if confirmed
+                                            else "no significant change (slower dropped")
+
+
+def test_confirm_nothing_flagged_runs_nothing(tmp_path: Path) -> None:
+    base, cur = _run(tmp_path, "a", CASES, 1), _run(tmp_path, "b", CASES, 2)
+    remeasure, calls = _remeasure_with(tmp_path, 1.0)
+    confirm.confirm(compare_runs(base, cur), remeasure)
+    assert calls == []
+
+
+def test_run_command_shape(tmp_path: Path) -> None:
+    cmd = confirm.run_command(tmp_path / "suite.yaml", [SLOW_ID, "x|y|t1|vauto"], tmp_path / "o")
+    assert cmd[1:4] == ["-m", "convbench", "run"]
+    assert cmd[-4:] == ["--only", f"case={SLOW_ID}", "--only", "case=x|y|t1|vauto"]
+
+
+SMOKE = Path(__file__).resolve().parents[1] / "suites" / "smoke.yaml"
+needs_run = pytest.mark.skipif(
+    not (SMOKE.is_file() and confirm.run_available()),
+    reason="`python -m convbench run` or suites/smoke.yaml is not in this tree yet (the "
+           "run and suites branches are merged by the lead)")
+
+
+@needs_run
+def test_confirm_with_real_run(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    subprocess.run([sys.executable, "-m", "convbench", "run", str(SMOKE),
+                    "--output", str(out)], check=True, capture_output=True)
+    comparison = compare_runs(out, out)
+    ids = [r.current.case_id for r in comparison.results][:1]
+    rerun = confirm.remeasure(out, ids, tmp_path / "rerun")
+    assert compare_runs(out, rerun).results
+
+
+@needs_run
+def test_end_to_end_same_code_passes(tmp_path: Path, capsys) -> None:
+    runs = []
+    for name in ("a", "b"):
+        runs.append(tmp_path / name)
+        subprocess.run([sys.executable, "-m", "convbench", "run", str(SMOKE),
+                        "--output", str(runs[-1])], check=True, capture_output=True)
+    code, out, _ = _gate([*runs, "--confirm"], capsys)
+    assert code == 0, out
+
+
+# --- pyperf input ---------------------------------------------------------------------------
+
+def _pyperf_file(path: Path, medians: dict[str, float], seed: int, host: str = "h") -> Path:
+    import pyperf
+
+    rng = np.random.default_rng(seed)
+    benches = []
+    for name, median in medians.items():
+        runs = [pyperf.Run([float(v)], warmups=None, collect_metadata=False,
+                           metadata={"name": name, "hostname": host, "loops": 1})
+                for v in median * np.exp(0.02 * rng.standard_normal(15))]
+        benches.append(pyperf.Benchmark(runs))
+    pyperf.BenchmarkSuite(benches).dump(str(path))
+    return path
+
+
+def test_pyperf_files(tmp_path: Path, capsys) -> None:
+    names = {"conv1|direct/nchw|t1|vauto": 1e-3, SLOW_ID: 2e-3}
+    base = _pyperf_file(tmp_path / "base.json", names, 1)
+    cur = _pyperf_file(tmp_path / "cur.json", dict(names, **{SLOW_ID: 2.3e-3}), 2, host="h2")
+    code, out, _ = _gate([base, cur, "--format", "json"], capsys)
+    data = json.loads(out)
+    assert code == 1 and data["regressions"] == [SLOW_ID]
+    assert data["variants"][0]["layer"] == "conv1" and data["variants"][0]["time"]["basis"] == "raw"
+    assert any("hostname" in w for w in data["warnings"])
+    # pyperf agrees on the direction, and exits 0 although it reports the slowdown
+    proc = subprocess.run([sys.executable, "-m", "pyperf", "compare_to", str(base), str(cur)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0
+    line = next(ln for ln in proc.stdout.splitlines() if SLOW_ID in ln)
+    assert "slower" in line
+
+
+def test_confirm_refuses_pyperf(tmp_path: Path, capsys) -> None:
+    base = _pyperf_file(tmp_path / "base.json", {"a": 1e-3}, 1)
+    code, _, err = _gate([base, base, "--confirm"], capsys)
+    assert code == 2 and "pyperf" in err
