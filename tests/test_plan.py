@@ -23,6 +23,7 @@ sweep:
   algorithms: [direct, im2col]
   threads: [1, 2]
   vector_widths: [auto, "256"]
+  params: {im2col: {gemm: [blas]}}
 """
 
 
@@ -42,10 +43,10 @@ def test_expands_layer_variant_threads_width():
 
 
 def test_sweep_params_override_domain():
-    text = SUITE.replace("threads: [1, 2]", "threads: [1]\n  params: {im2col: {gemm: [blas]}}")
+    text = SUITE.replace("gemm: [blas]", "gemm: [own]")
     plan = build_plan(parse_suite(text, Path("p.yaml")), cpu_count=2)
     assert {c.variant.param_dict.get("gemm") for c in plan.cases
-            if c.variant.algorithm == "im2col"} == {"blas"}
+            if c.variant.algorithm == "im2col"} == {"own"}
 
 
 def test_skips_are_kept_with_reason(monkeypatch):

@@ -21,7 +21,7 @@ from convbench.spec.problem import ConvProblem
 from convbench.spec.suite import Suite, TimingOptions
 
 # Keys accepted by --only / --exclude, and how to read each from a case.
-FILTER_KEYS = ("layer", "algorithm", "layout", "variant", "threads", "vector_width")
+FILTER_KEYS = ("case", "layer", "algorithm", "layout", "variant", "threads", "vector_width")
 _KEY_ALIASES = {"alg": "algorithm", "width": "vector_width", "vw": "vector_width",
                 "t": "threads"}
 
@@ -63,7 +63,7 @@ class Case:
         return f"{self.layer}/{self.variant.id}/t{self.threads}/v{self.vector_width}"
 
     def field(self, key: str) -> str:
-        values = {"layer": self.layer, "algorithm": self.variant.algorithm,
+        values = {"case": self.case_id, "layer": self.layer, "algorithm": self.variant.algorithm,
                   "layout": self.variant.layout, "variant": self.variant.id,
                   "threads": str(self.threads), "vector_width": self.vector_width}
         return values[key]
