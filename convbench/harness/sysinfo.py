@@ -98,9 +98,16 @@ def collect() -> dict[str, Any]:
     """environment.json at the start of a run (``load_before`` included)."""
     uname = platform.uname()
     return {"host": socket.gethostname(), **cpu_info(), "cores": os.cpu_count(),
-            "machine": uname.machine, "kernel": uname.release, "os": uname.system,
+            "arch": uname.machine, "kernel": uname.release, "os": uname.system,
             "governor": _governor(), "libraries": _versions(), **_perf(),
-            "load_before": load_snapshot(), "workers": {}}
+            "machine": _machine_limits(), "load_before": load_snapshot(), "workers": {}}
+
+
+def _machine_limits() -> dict[str, Any] | None:
+    """This host's limits as stored by ``convbench machine`` (None: never measured here)."""
+    from convbench.machine.store import machine_limits
+
+    return machine_limits()
 
 
 def finish(environment: dict[str, Any]) -> dict[str, Any]:
@@ -111,11 +118,8 @@ def finish(environment: dict[str, Any]) -> dict[str, Any]:
 
 
 def peak_gflops(environment: dict[str, Any], threads: int, width: str) -> float:
-    """The measured peak for a thread count and width when the environment knows one.
+    """The measured peak for a thread count and width from ``environment["machine"]``
+    (stored by ``convbench machine``); NaN when this host was never measured."""
+    from convbench.machine.store import peak_for
 
-    Read from ``environment["limits"]["peak_gflops"]["t<threads>/v<width>"]`` (filled by
-    a machine measurement when one exists); NaN otherwise, so ``peak_share`` is NaN.
-    """
-    peaks = environment.get("limits", {}).get("peak_gflops", {})
-    value = peaks.get(f"t{threads}/v{width}")
-    return float(value) if isinstance(value, (int, float)) else float("nan")
+    return peak_for(environment.get("machine"), threads, width)
