@@ -13,6 +13,7 @@ import pytest
 
 from convbench.harness import runner
 from convbench.harness.plan import build_plan
+from convbench.machine.store import peak_for
 from convbench.results import schema, stats, store
 from convbench.spec.suite import load_suite
 
@@ -64,7 +65,13 @@ def test_table_has_documented_columns_and_dtypes(tiny_run):
     assert (ok["ci_low_s"] <= ok["median_s"]).all() and (ok["median_s"] <= ok["ci_high_s"]).all()
     assert (ok["n_values"] == 3).all() and (ok["loops"] >= 1).all()
     assert np.allclose(ok["gflops"], ok["flops"] / ok["median_s"] / 1e9)
-    assert ok["peak_share"].isna().all()  # no machine peak known yet
+    # peak_share follows the limits `convbench machine` stored for this host, if any
+    env = json.loads((tiny_run / schema.ENVIRONMENT_JSON).read_text())
+    peak = peak_for(env.get("machine"), 1, "auto")
+    if np.isnan(peak):
+        assert ok["peak_share"].isna().all()
+    else:
+        assert np.allclose(ok["peak_share"], ok["gflops"] / peak)
     assert (ok["ref_ratio"] > 0).all() and (ok["err_bound_ratio"] <= 1).all()
     assert (ok["compile_s"] >= 0).all() and (ok["prepare_s"] > 0).all()
     csv = pd.read_csv(tiny_run / schema.RESULTS_CSV)
