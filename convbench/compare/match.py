@@ -21,9 +21,9 @@ from convbench.results import schema
 
 # The column of simulated instructions per call (callgrind's Ir) that deterministic mode
 # compares.  The first of these present in both runs is used; --instructions-column
-# overrides.  The counters backend names raw counts ctr_<event>.
-INSTRUCTION_COLUMN = "sim_instructions"
-INSTRUCTION_COLUMNS = (INSTRUCTION_COLUMN, "ctr_Ir", "ctr_instructions")
+# overrides.  The sim backend (harness/counters/sim.py) writes callgrind's Ir as sim_ir.
+INSTRUCTION_COLUMN = "sim_ir"
+INSTRUCTION_COLUMNS = (INSTRUCTION_COLUMN, "sim_instructions", "ctr_Ir", "ctr_instructions")
 
 # Environment entries whose difference between the runs deserves a warning: the host and
 # anything that looks like a version.  Everything else (load, time, clock) may differ.
