@@ -89,7 +89,9 @@ def worker_prefix(out_dir: str | None = None, i1: str | None = None, d1: str | N
     out_dir = out_dir or tempfile.mkdtemp(prefix="convbench-sim-")
     os.makedirs(out_dir, exist_ok=True)
     cache = [f"--{k}={v}" for k, v in geometry(i1, d1, ll).items()]
-    return ["env", "PYTHONHASHSEED=0", f"{ENV_DIR}={out_dir}",
+    # Idle OpenMP/BLAS threads spin by default and their instructions would land in the
+    # region in varying numbers: make them sleep so counts repeat.
+    return ["env", "PYTHONHASHSEED=0", "OMP_WAIT_POLICY=PASSIVE", f"{ENV_DIR}={out_dir}",
             "setarch", platform.machine(), "-R",
             "valgrind", "-q", "--tool=callgrind", "--cache-sim=yes", "--instr-atstart=no",
             *cache, f"--callgrind-out-file={out_dir}/callgrind.out.%p"]
