@@ -28,11 +28,16 @@ import click
               help="Override timing.values.")
 @click.option("--warmups", type=click.IntRange(min=0), help="Override timing.warmups.")
 @click.option("--timeout", type=float, help="Override timing.timeout (s per case).")
+@click.option("--threads", "threads", metavar="N[,N...]",
+              help="Override sweep.threads, e.g. --threads 1,2.")
+@click.option("--vector-widths", "vector_widths", metavar="W[,W...]",
+              help="Override sweep.vector_widths (auto, 256, 512), e.g. --vector-widths 512.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar (for CI).")
 def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry_run: bool,
             only: tuple[str, ...], exclude: tuple[str, ...], counters: str, seed: int,
             min_time: float | None, n_values: int | None, warmups: int | None,
-            timeout: float | None, quiet: bool) -> int:
+            timeout: float | None, threads: str | None, vector_widths: str | None,
+            quiet: bool) -> int:
     """Measure every variant of SUITE's sweep (a YAML path or a shipped suite's name).
 
     Each layer's variants are timed round-robin in a worker process together with an
@@ -55,7 +60,9 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
                                        ("warmups", warmups), ("timeout", timeout))
                      if v is not None}
         options = runner.RunOptions(only=only, exclude=exclude, counters=counters,
-                                    seed=seed, timing=overrides)
+                                    seed=seed, timing=overrides,
+                                    threads=_thread_list(threads),
+                                    vector_widths=_width_list(vector_widths))
         if dry_run:
             from convbench.spec.suite import load_suite
 
@@ -78,3 +85,31 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
         return 130
     bad = [r for r in outcome.rows if r["status"] not in ("ok", "skip")]
     return 1 if bad else 0
+
+
+def _thread_list(text: str | None) -> tuple[int, ...]:
+    from convbench.errors import ConvbenchError
+
+    if not text:
+        return ()
+    try:
+        threads = tuple(int(t) for t in text.split(","))
+    except ValueError:
+        threads = ()
+    if not threads or min(threads) < 1:
+        raise ConvbenchError(f"--threads: expected positive integers like 1,2, got {text!r}")
+    return threads
+
+
+def _width_list(text: str | None) -> tuple[str, ...]:
+    from convbench.errors import ConvbenchError
+    from convbench.spec.suite import VECTOR_WIDTHS
+
+    if not text:
+        return ()
+    widths = tuple(w.strip() for w in text.split(","))
+    bad = [w for w in widths if w not in VECTOR_WIDTHS]
+    if bad:
+        raise ConvbenchError(f"--vector-widths: expected {', '.join(VECTOR_WIDTHS)}, "
+                             f"got {', '.join(bad)}")
+    return widths

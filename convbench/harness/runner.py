@@ -53,6 +53,8 @@ class RunOptions:
     counters: str = "none"
     seed: int = 0
     timing: dict[str, Any] = dataclasses.field(default_factory=dict)  # overrides
+    threads: tuple[int, ...] = ()         # overrides sweep.threads when given
+    vector_widths: tuple[str, ...] = ()   # overrides sweep.vector_widths when given
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -61,7 +63,9 @@ class RunOptions:
     def from_json(cls, data: dict[str, Any]) -> RunOptions:
         return cls(only=tuple(data.get("only", ())), exclude=tuple(data.get("exclude", ())),
                    counters=data.get("counters", "none"), seed=data.get("seed", 0),
-                   timing=dict(data.get("timing", {})))
+                   timing=dict(data.get("timing", {})),
+                   threads=tuple(data.get("threads", ())),
+                   vector_widths=tuple(data.get("vector_widths", ())))
 
 
 def check_counters_available(kind: str) -> None:
@@ -73,7 +77,13 @@ def check_counters_available(kind: str) -> None:
 
 
 def make_plan(suite: Suite, options: RunOptions) -> Plan:
-    timing = dataclasses.replace(suite.sweep.timing, **options.timing)
+    sweep = suite.sweep
+    if options.threads:
+        sweep = dataclasses.replace(sweep, threads=tuple(options.threads))
+    if options.vector_widths:
+        sweep = dataclasses.replace(sweep, vector_widths=tuple(options.vector_widths))
+    suite = dataclasses.replace(suite, sweep=sweep)
+    timing = dataclasses.replace(sweep.timing, **options.timing)
     return build_plan(suite, options.only, options.exclude, timing)
 
 
