@@ -280,6 +280,31 @@ def test_end_to_end_same_code_passes(tmp_path: Path, capsys) -> None:
     assert code == 0, out
 
 
+GATE_SUITE = Path(__file__).parent / "data" / "gate_suite.yaml"
+
+
+@needs_run
+def test_end_to_end_slower_kernel_fails_named(tmp_path: Path, capsys, monkeypatch) -> None:
+    """A kernel registered by the test does 30% more work in the second run: the gate
+    fails, names it, and (after confirming on a re-measurement) names nothing else."""
+    from tests import gate_kernels
+
+    monkeypatch.setenv("CONVBENCH_EXTRA_KERNELS", "tests.gate_kernels")
+    runs = []
+    for name, extra in (("a", "0"), ("b", "0.3")):
+        monkeypatch.setenv(gate_kernels.EXTRA_WORK_ENV, extra)
+        runs.append(tmp_path / name)
+        subprocess.run([sys.executable, "-m", "convbench", "run", str(GATE_SUITE), "-q",
+                        "--output", str(runs[-1])], check=True, capture_output=True)
+    code, out, _ = _gate([*runs, "--confirm", "--format", "json"], capsys)
+    data = json.loads(out)
+    assert code == 1, out
+    assert data["regressions"] == ["conv3x3|t_gated/nchw|t1|vauto"]
+    slow = next(v for v in data["variants"] if v["case_id"] == data["regressions"][0])
+    assert 1.1 < slow["time"]["ratio"] < 2.0
+    assert slow["confirmation"]["confirmed"] and slow["confirmation"]["ratio"] > 1.1
+
+
 # --- pyperf input ---------------------------------------------------------------------------
 
 def _pyperf_file(path: Path, medians: dict[str, float], seed: int, host: str = "h") -> Path:
