@@ -13,6 +13,7 @@ import pytest
 
 from convbench.harness import runner
 from convbench.harness.plan import build_plan
+from convbench.kernels import layouts
 from convbench.machine.store import peak_for
 from convbench.results import schema, stats, store
 from convbench.spec.suite import load_suite
@@ -211,3 +212,19 @@ def test_vector_width_feature_strings():
 def test_help_documents_filters():
     out = convbench("run", "--help")
     assert out.returncode == 0 and "KEY=GLOB" in out.stdout and "--resume" in out.stdout
+
+
+def test_timed_buffers_start_on_a_page() -> None:
+    """The kernels' input and output never start at a process-dependent offset."""
+    from convbench.harness.inputs import PAGE_BYTES, make_inputs
+    from convbench.harness.verify import prepare
+    from convbench.kernels.base import Variant
+    from convbench.spec.descriptor import parse_descriptor
+
+    problem = parse_descriptor("mb1ic5ih7oc3oh7kh3ph1")
+    x, w = make_inputs(problem)
+    for layout in ("nchw", "nhwc"):
+        ex = prepare(problem, Variant("direct", layout, ()), x, w)
+        assert ex.x.ctypes.data % PAGE_BYTES == 0 and ex.y.ctypes.data % PAGE_BYTES == 0
+        assert ex.x.flags.c_contiguous and np.isnan(ex.y).all()
+        assert np.array_equal(layouts.from_layout(ex.x, layout, problem.ic), x)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from convbench.harness.inputs import page_aligned
 from convbench.kernels import layouts, registry
 from convbench.kernels.base import Prepared, Variant
 from convbench.kernels.reference import ErrorReport, Reference
@@ -34,8 +35,8 @@ def prepare(problem: ConvProblem, variant: Variant, x_nchw: np.ndarray,
     t0 = time.perf_counter()
     prepared = alg.build(problem, w_oihw, variant.layout, variant.param_dict)
     prepare_seconds = time.perf_counter() - t0
-    x = layouts.to_layout(x_nchw, prepared.in_layout)
-    y = layouts.empty(problem.output_shape, prepared.out_layout)
+    x = page_aligned(layouts.to_layout(x_nchw, prepared.in_layout))
+    y = page_aligned(layouts.empty(problem.output_shape, prepared.out_layout))
     y.fill(np.nan)  # a kernel that forgets an output element fails the check
     return Execution(prepared, x, y, prepare_seconds)
 
