@@ -106,3 +106,21 @@ def test_peak_at_each_width_uses_that_width_where_the_host_has_it(measured, monk
 def test_bad_threads_is_a_user_error():
     result = CliRunner().invoke(cli, ["machine", "--threads", "one"])
     assert result.exit_code != 0 and "comma-separated" in str(result.exception)
+
+
+def test_roofline_picks_the_level_that_holds_the_bytes():
+    limits = {"peak_gflops": {"1": {"512": 100.0}, "2": {"512": 200.0}},
+              "bandwidth_gbs": {"L1": {"1": 200.0, "2": 400.0}, "L2": {"1": 100.0, "2": 200.0},
+                                "L3": {"1": 50.0, "2": 80.0}, "DRAM": {"1": 20.0, "2": 30.0}},
+              "caches": {"L1": {"size_bytes": 32 << 10, "shared_by": 1},
+                         "L2": {"size_bytes": 1 << 20, "shared_by": 1},
+                         "L3": {"size_bytes": 32 << 20, "shared_by": 2}}}
+    # 1 flop per byte: bandwidth-bound at every level
+    assert store.roofline_for(limits, 16e3, 16e3, 1, "512") == (100.0, "L1")  # peak caps 200
+    assert store.roofline_for(limits, 1.5e6, 1.5e6, 1, "512") == (50.0, "L3")
+    assert store.roofline_for(limits, 1.5e6, 1.5e6, 2, "512") == (200.0, "L2")   # 2 x 1 MiB
+    assert store.roofline_for(limits, 1e8, 1e8, 1, "512") == (20.0, "DRAM")
+    # compute-bound: the peak
+    assert store.roofline_for(limits, 1e10, 1e8, 1, "512") == (100.0, "DRAM")
+    bound, level = store.roofline_for(None, 1e6, 1e6, 1)
+    assert math.isnan(bound) and level == ""

@@ -14,7 +14,7 @@ import pytest
 from convbench.harness import runner
 from convbench.harness.plan import build_plan
 from convbench.kernels import layouts
-from convbench.machine.store import peak_for
+from convbench.machine import store as machine_store
 from convbench.results import schema, stats, store
 from convbench.spec.suite import load_suite
 
@@ -27,10 +27,27 @@ def convbench(*args: str, env: dict | None = None, check: bool = False):
                           capture_output=True, text=True, check=check)
 
 
+# Stored limits for this host, as `convbench machine` would write them (figures made up).
+LIMITS = {"format_version": machine_store.FORMAT_VERSION,
+          "peak_gflops": {"1": {"256": 50.0, "512": 100.0}},
+          "bandwidth_gbs": {"L1": {"1": 200.0}, "L2": {"1": 100.0}, "L3": {"1": 50.0},
+                            "DRAM": {"1": 20.0}},
+          "caches": {"L1": {"size_bytes": 32 << 10, "shared_by": 1},
+                     "L2": {"size_bytes": 1 << 20, "shared_by": 1},
+                     "L3": {"size_bytes": 32 << 20, "shared_by": 2}}}
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny") / "run"
-    outcome = runner.run_suite(TINY, out, quiet=True)
+    machine_dir = tmp_path_factory.mktemp("machine")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CONVBENCH_MACHINE_DIR", str(machine_dir))
+    try:
+        machine_store.save({**LIMITS, "host": machine_store.host_identity()})
+        outcome = runner.run_suite(TINY, out, quiet=True)
+    finally:
+        mp.undo()
     assert not outcome.interrupted
     return out
 
@@ -66,13 +83,14 @@ def test_table_has_documented_columns_and_dtypes(tiny_run):
     assert (ok["ci_low_s"] <= ok["median_s"]).all() and (ok["median_s"] <= ok["ci_high_s"]).all()
     assert (ok["n_values"] == 3).all() and (ok["loops"] >= 1).all()
     assert np.allclose(ok["gflops"], ok["flops"] / ok["median_s"] / 1e9)
-    # peak_share follows the limits `convbench machine` stored for this host, if any
+    # shares of peak and of the roofline follow the limits stored for this host
     env = json.loads((tiny_run / schema.ENVIRONMENT_JSON).read_text())
-    peak = peak_for(env.get("machine"), 1, "auto")
-    if np.isnan(peak):
-        assert ok["peak_share"].isna().all()
-    else:
-        assert np.allclose(ok["peak_share"], ok["gflops"] / peak)
+    assert env["machine"]["peak_gflops"] == LIMITS["peak_gflops"]
+    assert np.allclose(ok["peak_share"], ok["gflops"] / 100.0)
+    assert np.allclose(ok["gbs"], ok["compulsory_bytes"] / ok["median_s"] / 1e9)
+    assert (ok["roofline_level"] == "L1").all()      # the tiny layers fit in 32 KiB
+    bound = np.minimum(100.0, ok["flops"] / ok["compulsory_bytes"] * 200.0)
+    assert np.allclose(ok["roofline_share"], ok["gflops"] / bound)
     assert (ok["ref_ratio"] > 0).all() and (ok["err_bound_ratio"] <= 1).all()
     assert (ok["compile_s"] >= 0).all() and (ok["prepare_s"] > 0).all()
     csv = pd.read_csv(tiny_run / schema.RESULTS_CSV)

@@ -31,6 +31,7 @@ from typing import Any, TextIO
 from convbench.errors import ConvbenchError
 from convbench.harness import counters, sysinfo
 from convbench.harness.plan import Case, Plan, build_plan
+from convbench.machine.store import peak_for, roofline_for
 from convbench.results import schema, stats
 from convbench.results.store import (
     STATUS_COMPLETE,
@@ -108,13 +109,18 @@ def base_row(case: Case) -> dict[str, Any]:
 
 def outcome_row(case: Case, status: str, reason: str, figures: dict[str, Any],
                 values: Sequence[float] = (), ref_values: Sequence[float] = (),
-                peak: float = float("nan")) -> dict[str, Any]:
+                limits: dict[str, Any] | None = None) -> dict[str, Any]:
     row = {**base_row(case), **figures, "status": status, "reason": reason,
            "n_values": len(values)}
     if status == "ok":
         row.update(**stats.summarize(values), **stats.ratio_summary(values, ref_values))
-        row["gflops"] = case.problem.flops / row["median_s"] / 1e9
-        row["peak_share"] = row["gflops"] / peak
+        p = case.problem
+        row["gflops"] = p.flops / row["median_s"] / 1e9
+        row["gbs"] = p.compulsory_bytes / row["median_s"] / 1e9
+        row["peak_share"] = row["gflops"] / peak_for(limits, case.threads, case.vector_width)
+        bound, row["roofline_level"] = roofline_for(limits, p.flops, p.compulsory_bytes,
+                                                    case.threads, case.vector_width)
+        row["roofline_share"] = row["gflops"] / bound
     return row
 
 
@@ -299,11 +305,10 @@ class Runner:
         by_id = {c.case_id: c for c in group}
         remaining = list(group)
         prefix = counters.worker_prefix(self.options.counters) if count_only else []
-        peak = sysinfo.peak_gflops(self.store.environment, group[0].threads,
-                                   group[0].vector_width)
+        limits = sysinfo.machine(self.store.environment)
         while remaining:
             worker = Worker(remaining, self.plan.timing, self.options, count_only, prefix)
-            end = worker.run(lambda m: self.on_message(m, by_id, peak))
+            end = worker.run(lambda m: self.on_message(m, by_id, limits))
             remaining = [c for c in remaining if c.case_id not in end.finished]
             if not remaining or not end.status:
                 break
@@ -322,7 +327,8 @@ class Runner:
         else:
             self.record(outcome_row(case, status, reason, {}))
 
-    def on_message(self, message: dict[str, Any], by_id: dict[str, Case], peak: float) -> None:
+    def on_message(self, message: dict[str, Any], by_id: dict[str, Case],
+                   limits: dict[str, Any] | None) -> None:
         kind = message["type"]
         if kind == "enter" and message["case"] and self.bar is not None:
             case = by_id[message["case"]]
@@ -338,7 +344,7 @@ class Runner:
             values = message.get("values", [])
             refs = message.get("ref_values", [])
             row = outcome_row(case, message["status"], message["reason"], message["row"],
-                              values, refs, peak)
+                              values, refs, limits)
             loops = message["row"].get("loops", 0)
             self.record(row, value_rows(case.case_id, values, refs, loops))
         elif kind == "counts":

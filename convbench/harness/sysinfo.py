@@ -117,9 +117,7 @@ def finish(environment: dict[str, Any]) -> dict[str, Any]:
             "steal_share": steal_share(environment["load_before"], after)}
 
 
-def peak_gflops(environment: dict[str, Any], threads: int, width: str) -> float:
-    """The measured peak for a thread count and width from ``environment["machine"]``
-    (stored by ``convbench machine``); NaN when this host was never measured."""
-    from convbench.machine.store import peak_for
-
-    return peak_for(environment.get("machine"), threads, width)
+def machine(environment: dict[str, Any]) -> dict[str, Any] | None:
+    """This host's limits recorded in ``environment["machine"]`` (stored by
+    ``convbench machine``); None when the host was never measured."""
+    return environment.get("machine")

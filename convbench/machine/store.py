@@ -112,6 +112,26 @@ def peak_for(limits: dict[str, Any] | None, threads: int, width: str = "auto") -
     return _nested(by_width, str(width))
 
 
+def roofline_for(limits: dict[str, Any] | None, flops: float, nbytes: float, threads: int,
+                 width: str = "auto") -> tuple[float, str]:
+    """Attainable GFLOP/s of a kernel with ``flops`` over ``nbytes`` compulsory bytes, and
+    the memory level whose bandwidth bounds it: min(peak, flops/byte x triad GB/s of the
+    smallest level that holds the bytes for ``threads`` threads; private caches add up).
+    (NaN, "") when the limits lack the figures."""
+    peak = peak_for(limits, threads, width)
+    caches = (limits or {}).get("caches", {})
+    level = "DRAM"
+    for name in ("L1", "L2", "L3"):
+        cache = caches.get(name)
+        if cache and nbytes <= cache["size_bytes"] * (threads if cache["shared_by"] == 1 else 1):
+            level = name
+            break
+    bandwidth = bandwidth_for(limits, level, threads)
+    if not (peak == peak and bandwidth == bandwidth) or nbytes <= 0:   # NaN checks
+        return float("nan"), ""
+    return min(peak, flops / nbytes * bandwidth), level
+
+
 def bandwidth_for(limits: dict[str, Any] | None, level: str, threads: int) -> float:
     """Triad GB/s at a level ("L1", "L2", "L3", "DRAM") and thread count; NaN if unknown."""
     return _nested((limits or {}).get("bandwidth_gbs"), level, str(threads))

@@ -81,6 +81,11 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "gflops": ("float64", "nominal FLOPs / median time / 1e9"),
     "peak_share": ("float64", "gflops / measured peak for this thread count and width (NaN "
                               "when no peak is known)"),
+    "gbs": ("float64", "compulsory bytes (input + weights + output once) / median time / 1e9"),
+    "roofline_level": ("string", "memory level whose measured triad bandwidth bounds the "
+                                 "roofline: smallest of L1, L2, L3, DRAM holding the bytes"),
+    "roofline_share": ("float64", "gflops / min(peak, flops per byte x that bandwidth): the "
+                                  "share of the roofline bound (NaN without machine limits)"),
     # in-run reference kernel (fixed sgemm) measured in the same rounds
     "ref_ratio": ("float64", "median over rounds of value / reference-kernel value"),
     "ref_ratio_ci_low": ("float64", "bootstrap 95% CI of ref_ratio, low"),
