@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from convbench.harness.inputs import make_inputs
 from convbench.kernels import layouts, nchwc, registry
-from convbench.kernels.asm import dispatcher_asm, fp_profile
+from convbench.kernels.asm import kernel_profiles
 from convbench.kernels.reference import Reference
 from convbench.spec.problem import ConvProblem
 from tests.strategies import dense_3x3_problems, general_problems
@@ -89,10 +89,14 @@ def test_grouped_is_skipped_with_reason():
     assert "groups" in registry.get("nchwc").applies(p, "nchwxc", {})
 
 
-@pytest.mark.parametrize("unroll_ker", [False, True])
-def test_kernel_has_packed_fmas(unroll_ker):
+@pytest.mark.parametrize(("oc_bn", "reg_n", "unroll_ker"), [(16, 8, False), (32, 7, True)])
+def test_kernel_has_packed_fmas(oc_bn, reg_n, unroll_ker):
+    """The hot kernel is the dispatcher, and its FMAs are all packed: one per accumulator
+    vector per input channel, none scalar (a scalar FMA means the tile fell apart)."""
     p = ConvProblem.make(ic=16, oc=32, ih=10, iw=10, kh=3, kw=3, ph=1, pw=1)
-    report, _ = _run(p, 16, 32, 8, unroll_ker)
+    prepared = nchwc.BlockedNCHWc(p, make_inputs(p, 1)[1], 16, oc_bn, reg_n, unroll_ker)
+    report, _ = _run(p, prepared=prepared)
     assert report.passed
-    assert fp_profile(dispatcher_asm(nchwc._kernel(8, *((3, 3) if unroll_ker else (0, 0)))))\
-        .vectorised
+    assert prepared.hot_kernels() == (prepared.kernel,)
+    (profile,) = kernel_profiles(prepared)
+    assert profile.profile.vectorised and profile.profile.scalar_fma == 0, profile
