@@ -172,6 +172,18 @@ for _name, _fn in (("zero", _tile_zero), ("fma", _tile_fma), ("store", _tile_sto
     stable_identity(_fn, f"nchwc.tile_{_name}")
 
 
+def _jit(fn, key: str, **options: bool):
+    """``numba.njit(cache=True)`` of a closure under a name of its own per ``key``.
+
+    numba names compiled code after the function's qualified name and a per-process
+    counter, and cached code keeps those names (weak symbols).  Closures of one function
+    compiled in different processes (the harness's workers) can thus carry the same
+    symbol, and the first one loaded answers for all: the check ran a stride-2 kernel on
+    stride-1 layers (garbage and a heap corruption).  The key in the name makes it unique."""
+    fn.__qualname__ = f"{fn.__qualname__}_{key}"
+    return stable_identity(numba.njit(cache=True, **options)(fn), f"nchwc.{fn.__qualname__}")
+
+
 @cache
 def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int):
     """The kernel with the tile (reg_n x oc_bn), ic_bn, the width stride and, when
@@ -183,9 +195,8 @@ def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed
     REG_N, OC_BN, IC_BN = reg_n, oc_bn, ic_bn
     X_STEP = sw * ic_bn          # elements between the inputs of neighbouring outputs
     W_TAP = ic_bn * oc_bn        # elements of one kernel tap of one (oc, ic) block pair
-    key = f"{reg_n}x{oc_bn}.ic{ic_bn}.s{sw}.k{kh_fixed}x{kw_fixed}"
+    key = f"r{reg_n}_oc{oc_bn}_ic{ic_bn}_sw{sw}_k{kh_fixed}x{kw_fixed}"
 
-    @numba.njit(fastmath=True, cache=True)
     def tile(xp, x0, w, w0, y, y0, rows, icb_len, kh_len, kw_len, x_icb, x_kh, x_kw
              ):  # pragma: no cover - jitted
         """One reg_n x oc_bn output tile: sum over ic blocks, kernel taps and the ic_bn
@@ -202,9 +213,8 @@ def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed
                         _tile_fma(acc, xp, xb + ic, X_STEP, w, wb + ic * OC_BN, REG_N, OC_BN)
         _tile_store(acc, y, y0, rows, REG_N, OC_BN)
 
-    stable_identity(tile, f"nchwc.tile.{key}")
+    tile = _jit(tile, key, fastmath=True)
 
-    @numba.njit(parallel=True, fastmath=True, cache=True)
     def conv(xp, w, y, sh, dh, dw):  # pragma: no cover - jitted
         n_mb, icb_len, hp, wp, _ = xp.shape
         ocb_len, _, kh_len, kw_len, _, _ = w.shape
@@ -223,7 +233,7 @@ def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed
                 tile(xp, x_row + ow0 * X_STEP, w, ocb * w_ocb, y, y_row + ow0 * OC_BN,
                      min(REG_N, ow_len - ow0), icb_len, kh_len, kw_len, x_icb, x_kh, x_kw)
 
-    return conv
+    return _jit(conv, key, parallel=True, fastmath=True)
 
 
 class BlockedNCHWc(Prepared):
