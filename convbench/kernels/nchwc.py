@@ -5,20 +5,35 @@ see :mod:`convbench.kernels.layouts`.  Parameters, named as in the paper:
 
 - ``ic_bn`` (x): input channels per block, the innermost reduction step;
 - ``oc_bn`` (y): output channels per block, the vector lanes of every accumulator;
-- ``reg_n``: output-width positions held in accumulators at once (reg_n x oc_bn floats,
-  one vector each when oc_bn is the vector width);
-- ``unroll_ker``: the kernel's R x S loops fully unrolled (compiled for that kernel size).
+- ``reg_n``: output-width positions held in accumulators at once (reg_n x oc_bn floats:
+  reg_n * oc_bn / 16 zmm registers);
+- ``unroll_ker``: the kernel's R x S loop bounds compiled in (LLVM may then unroll them).
 
 For every (image, output-channel block, output row) -- the parallel loop -- and every
 reg_n-wide run of the row, the accumulators sum over input-channel blocks, kernel taps and
 the ic_bn channels of a block: one broadcast input value times an oc_bn-wide weight vector
-per accumulator.  Channels are zero padded to whole blocks; the input is copied into a
-zero-bordered buffer (written once in build) so the inner loops need no bounds checks.
+per accumulator; the tile is written once at the end.  Channels are zero padded to whole
+blocks; the input is copied into a zero-bordered buffer (written once in build) so the
+inner loops need no bounds checks; a run of the row past its right edge is computed in
+full on that buffer and only its valid positions are written.
+
+Vectorisation (read with :mod:`convbench.kernels.asm`).  The tile is a stack buffer
+accessed only as whole oc_bn-lane LLVM vectors at constant offsets (the ``_tile_*``
+intrinsics below), so SROA promotes it to registers.  On the Zen 4 host at 512 bits every
+(reg_n, oc_bn) that fits the register file compiled to reg_n * oc_bn / 16 packed zmm
+``vfmadd231ps`` per input channel (embedded ``{1to16}`` broadcast of the input value, or a
+``vbroadcastss``), no scalar FP and no accumulator spill in the loop (7 x 32: 14 zmm
+accumulators, 28 FMAs per two channels), 110-115 GFLOP/s of the ~117 peak on ResNet-50's
+3x3 layers.  Written as numba loops instead, the same tile compiled to scalar FMAs or
+gathers (2.6-7 GFLOP/s): LLVM fully unrolls a 16- or 32-lane loop of constant trip count
+before the loop vectoriser sees it (the NR = 32 trap of :mod:`convbench.kernels.gemm`).
+Tiles needing more than :data:`ZMM_ACCUMULATORS` registers spill (16 x 32: 40-90 GFLOP/s;
+28 x 32: 15-65) and are skipped with a reason.
+
 The in/out layouts are "nchw{ic_bn}c"/"nchw{oc_bn}c": the harness converts outside the
 timed region, and :func:`layout_transform_seconds` measures those conversions on their
 own (also recorded in ``info()``) so a user sees when blocking pays for itself.
 """
-
 from __future__ import annotations
 
 import time
@@ -27,63 +42,198 @@ from functools import cache
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from convbench.kernels import layouts
 from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
+from convbench.kernels.gemm import stable_identity
 from convbench.spec.problem import ConvProblem
 
 IC_BN = (8, 16)
 OC_BN = (16, 32)
-REG_N = (8,)                 # NeoCPU searches {32, 16, 8, 4, 2}: wider via sweep params
-UNROLL_KER = (False, True)
+# 7 divides every output width of the shipped networks (224, 112, 56, 28, 14, 7): no idle
+# accumulators; 8/16/28 show what a power of two or a wider tile costs on them.
+REG_N = (4, 7, 8, 14, 16, 28)
+# The R x S bounds compiled in made no measurable difference (LLVM keeps the ic loop as
+# the hot loop either way): True stays available to a suite's sweep.params.
+UNROLL_KER = (False,)
+DEFAULT_IC_BN, DEFAULT_OC_BN, DEFAULT_REG_N = 16, 32, 7
+# 32 zmm registers less one weight vector per 16 lanes of oc_bn and a broadcast input
+ZMM_ACCUMULATORS = 28
+
+
+def _vector_type(lanes: int) -> ir.VectorType:
+    return ir.VectorType(ir.FloatType(), lanes)
+
+
+def _row_ptr(builder, base, offset):
+    """``base`` + ``offset`` float32 elements, as a pointer for a whole-row vector access."""
+    return builder.gep(base, [offset])
+
+
+@intrinsic
+def _tile_zero(typingctx, reg_n, oc_bn):  # pragma: no cover - typing/codegen hook
+    """Pointer to reg_n x oc_bn zeroed float32 accumulators on the caller's stack.
+
+    Every access to them (here, in :func:`_tile_fma` and :func:`_tile_store`) is a whole
+    oc_bn-lane vector at a constant row offset, so LLVM's SROA turns the buffer into
+    reg_n vector registers (two zmm a row for oc_bn = 32); one scalar access would keep
+    it in memory."""
+    if not (isinstance(reg_n, types.IntegerLiteral) and isinstance(oc_bn, types.IntegerLiteral)):
+        return None
+    rows, lanes = reg_n.literal_value, oc_bn.literal_value
+
+    def codegen(context, builder, signature, args):
+        vec = _vector_type(lanes)
+        with builder.goto_entry_block():
+            acc = builder.alloca(ir.ArrayType(vec, rows))
+        acc = builder.bitcast(acc, context.get_value_type(types.CPointer(types.float32)))
+        for r in range(rows):
+            builder.store(vec(None), builder.bitcast(_row_ptr(builder, acc, ir.Constant(
+                ir.IntType(64), r * lanes)), vec.as_pointer()))
+        return acc
+
+    return types.CPointer(types.float32)(reg_n, oc_bn), codegen
+
+
+@intrinsic
+def _tile_fma(typingctx, acc, x, x_off, x_step, w, w_off, reg_n, oc_bn):  # pragma: no cover
+    """acc[r, :] += x[x_off + r * x_step] * w[w_off : w_off + oc_bn] for r < reg_n: one
+    input value broadcast to all lanes times the kernel's oc_bn-wide vector, per row.
+
+    Written as LLVM vector operations because numba's loops do not survive: with oc_bn a
+    compile-time 16 or 32, LLVM fully unrolls the lane loop before vectorising and left
+    scalar FMAs or gathers (2.6-7 GFLOP/s on the Zen 4 host).  Offsets are in elements of
+    the arrays' data (C-contiguous, no bounds checks: the caller keeps them in range)."""
+    if not (isinstance(reg_n, types.IntegerLiteral) and isinstance(oc_bn, types.IntegerLiteral)
+            and isinstance(x, types.Array) and isinstance(w, types.Array)
+            and x.dtype == w.dtype == types.float32):
+        return None
+    rows, lanes = reg_n.literal_value, oc_bn.literal_value
+
+    def codegen(context, builder, signature, args):
+        acc, x_arr, x_off, x_step, w_arr, w_off = args[:6]
+        sig = signature.args
+        vec = _vector_type(lanes)
+        intp = context.get_value_type(types.intp)
+        x_off, x_step, w_off = (context.cast(builder, v, t, types.intp)
+                                for v, t in ((x_off, sig[2]), (x_step, sig[3]), (w_off, sig[5])))
+        x_data = context.make_array(sig[1])(context, builder, value=x_arr).data
+        w_data = context.make_array(sig[4])(context, builder, value=w_arr).data
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3),
+                                             f"llvm.fma.v{lanes}f32")
+        wv = builder.load(builder.bitcast(_row_ptr(builder, w_data, w_off), vec.as_pointer()),
+                          align=4)
+        for r in range(rows):
+            xi = builder.add(x_off, builder.mul(x_step, ir.Constant(intp, r)))
+            xv = builder.load(_row_ptr(builder, x_data, xi), align=4)
+            xs = builder.shuffle_vector(
+                builder.insert_element(vec(ir.Undefined), xv, ir.Constant(ir.IntType(32), 0)),
+                vec(ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+            row = builder.bitcast(_row_ptr(builder, acc, ir.Constant(intp, r * lanes)),
+                                  vec.as_pointer())
+            builder.store(builder.call(fma, [xs, wv, builder.load(row)]), row)
+        return context.get_dummy_value()
+
+    return types.none(acc, x, x_off, x_step, w, w_off, reg_n, oc_bn), codegen
+
+
+@intrinsic
+def _tile_store(typingctx, acc, y, y_off, rows, reg_n, oc_bn):  # pragma: no cover
+    """y[y_off + r * oc_bn : ... + oc_bn] = acc[r, :] for r < min(rows, reg_n)."""
+    if not (isinstance(reg_n, types.IntegerLiteral) and isinstance(oc_bn, types.IntegerLiteral)
+            and isinstance(y, types.Array) and y.dtype == types.float32):
+        return None
+    n_rows, lanes = reg_n.literal_value, oc_bn.literal_value
+
+    def codegen(context, builder, signature, args):
+        acc, y_arr, y_off, valid = args[:4]
+        sig = signature.args
+        vec = _vector_type(lanes)
+        intp = context.get_value_type(types.intp)
+        y_off = context.cast(builder, y_off, sig[2], types.intp)
+        valid = context.cast(builder, valid, sig[3], types.intp)
+        y_data = context.make_array(sig[1])(context, builder, value=y_arr).data
+        for r in range(n_rows):
+            with cgutils.if_likely(builder, builder.icmp_signed("<", ir.Constant(intp, r), valid)):
+                src = builder.bitcast(_row_ptr(builder, acc, ir.Constant(intp, r * lanes)),
+                                      vec.as_pointer())
+                dst = _row_ptr(builder, y_data, builder.add(y_off, ir.Constant(intp, r * lanes)))
+                builder.store(builder.load(src), builder.bitcast(dst, vec.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    return types.none(acc, y, y_off, rows, reg_n, oc_bn), codegen
+
+
+for _name, _fn in (("zero", _tile_zero), ("fma", _tile_fma), ("store", _tile_store)):
+    stable_identity(_fn, f"nchwc.tile_{_name}")
+
+
+def _jit(fn, key: str, **options: bool):
+    """``numba.njit(cache=True)`` of a closure under a name of its own per ``key``.
+
+    numba names compiled code after the function's qualified name and a per-process
+    counter, and cached code keeps those names (weak symbols).  Closures of one function
+    compiled in different processes (the harness's workers) can thus carry the same
+    symbol, and the first one loaded answers for all: the check ran a stride-2 kernel on
+    stride-1 layers (garbage and a heap corruption).  The key in the name makes it unique."""
+    fn.__qualname__ = f"{fn.__qualname__}_{key}"
+    return stable_identity(numba.njit(cache=True, **options)(fn), f"nchwc.{fn.__qualname__}")
 
 
 @cache
-def _kernel(reg_n: int, kh_fixed: int, kw_fixed: int):
-    """The kernel with reg_n (and, when unrolled, the kernel size) compiled in.
+def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int):
+    """The kernel with the tile (reg_n x oc_bn), ic_bn, the width stride and, when
+    unrolled, the kernel size compiled in (kh_fixed = kw_fixed = 0: runtime loops).
 
-    kh_fixed = kw_fixed = 0 leaves the kernel-size loops as runtime loops.  oc_bn stays a
-    runtime trip count on purpose: with it constant, LLVM unrolled the lane loop into
-    scalar FMAs (no packed FMA at all, ~8 GFLOP/s); as a runtime loop it vectorises.
+    The width stride is constant so the reg_n input reads of one FMA step sit at constant
+    distances from one pointer (x86 addressing has no room for a runtime stride times 28).
     """
+    REG_N, OC_BN, IC_BN = reg_n, oc_bn, ic_bn
+    X_STEP = sw * ic_bn          # elements between the inputs of neighbouring outputs
+    W_TAP = ic_bn * oc_bn        # elements of one kernel tap of one (oc, ic) block pair
+    key = f"r{reg_n}_oc{oc_bn}_ic{ic_bn}_sw{sw}_k{kh_fixed}x{kw_fixed}"
 
-    @numba.njit(parallel=True, fastmath=True, cache=True)
-    def conv(xp, w, y, sh, sw, dh, dw):  # pragma: no cover - jitted
-        n_mb, icb_len, _, _, ic_bn = xp.shape
-        ocb_len, _, kh_len, kw_len, _, oc_len = w.shape
+    def tile(xp, x0, w, w0, y, y0, rows, icb_len, kh_len, kw_len, x_icb, x_kh, x_kw
+             ):  # pragma: no cover - jitted
+        """One reg_n x oc_bn output tile: sum over ic blocks, kernel taps and the ic_bn
+        channels of a block, then one write of its ``rows`` valid rows."""
         if kh_fixed:
             kh_len, kw_len = kh_fixed, kw_fixed
+        acc = _tile_zero(REG_N, OC_BN)
+        for icb in range(icb_len):
+            for kh in range(kh_len):
+                for kw in range(kw_len):
+                    xb = x0 + icb * x_icb + kh * x_kh + kw * x_kw
+                    wb = w0 + ((icb * kh_len + kh) * kw_len + kw) * W_TAP
+                    for ic in range(IC_BN):
+                        _tile_fma(acc, xp, xb + ic, X_STEP, w, wb + ic * OC_BN, REG_N, OC_BN)
+        _tile_store(acc, y, y0, rows, REG_N, OC_BN)
+
+    tile = _jit(tile, key, fastmath=True)
+
+    def conv(xp, w, y, sh, dh, dw):  # pragma: no cover - jitted
+        n_mb, icb_len, hp, wp, _ = xp.shape
+        ocb_len, _, kh_len, kw_len, _, _ = w.shape
         _, _, oh_len, ow_len, _ = y.shape
-        ow_blocks = -(-ow_len // reg_n)
+        ow_blocks = -(-ow_len // REG_N)
+        x_icb, x_kh, x_kw = hp * wp * IC_BN, (dh + 1) * wp * IC_BN, (dw + 1) * IC_BN
+        w_ocb = icb_len * kh_len * kw_len * W_TAP
         for job in numba.prange(n_mb * ocb_len * oh_len):
             n = job // (ocb_len * oh_len)
             ocb = (job // oh_len) % ocb_len
             oh = job % oh_len
-            acc = np.empty((reg_n, oc_len), np.float32)
+            x_row = (n * icb_len * hp + oh * sh) * wp * IC_BN
+            y_row = ((n * ocb_len + ocb) * oh_len + oh) * ow_len * OC_BN
             for owb in range(ow_blocks):
-                ow0 = owb * reg_n
-                for r in range(reg_n):
-                    for o in range(oc_len):
-                        acc[r, o] = 0.0
-                for icb in range(icb_len):
-                    for kh in range(kh_len):
-                        xrow = xp[n, icb, oh * sh + kh * (dh + 1)]      # (Wp, ic_bn)
-                        for kw in range(kw_len):
-                            wk = w[ocb, icb, kh, kw]                    # (ic_bn, oc_bn)
-                            # a view from the first column read: indices from 0 vectorise
-                            xs = xrow[ow0 * sw + kw * (dw + 1):]
-                            for ic in range(ic_bn):
-                                wv = wk[ic]
-                                for r in range(reg_n):
-                                    xv = xs[r * sw, ic]
-                                    for o in range(oc_len):
-                                        acc[r, o] += xv * wv[o]
-                out = y[n, ocb, oh]
-                for r in range(min(reg_n, ow_len - ow0)):
-                    for o in range(oc_len):
-                        out[ow0 + r, o] = acc[r, o]
+                ow0 = owb * REG_N
+                tile(xp, x_row + ow0 * X_STEP, w, ocb * w_ocb, y, y_row + ow0 * OC_BN,
+                     min(REG_N, ow_len - ow0), icb_len, kh_len, kw_len, x_icb, x_kh, x_kw)
 
-    return conv
+    return _jit(conv, key, parallel=True, fastmath=True)
 
 
 class BlockedNCHWc(Prepared):
@@ -103,13 +253,18 @@ class BlockedNCHWc(Prepared):
         self.xp = np.zeros((p.mb, -(-p.ic // ic_bn), hp, wp, ic_bn), np.float32)
         self.workspace_bytes = self.xp.nbytes
         fixed = (p.kh, p.kw) if unroll_ker else (0, 0)
-        self.kernel = _kernel(reg_n, *fixed)
+        self.kernel = _kernel(reg_n, oc_bn, ic_bn, p.sw, *fixed)
         self._transform_seconds: dict[str, float] | None = None
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         p = self.p
         self.xp[:, :, p.ph:p.ph + p.ih, p.pw:p.pw + p.iw] = x
-        self.kernel(self.xp, self.w, y, p.sh, p.sw, p.dh, p.dw)
+        if not (y.flags.c_contiguous and y.dtype == np.float32):
+            raise ValueError("y must be a C-contiguous float32 array (the kernel's offsets)")
+        self.kernel(self.xp, self.w, y, p.sh, p.dh, p.dw)
+
+    def hot_kernels(self) -> tuple[object, ...]:
+        return (self.kernel,)
 
     def info(self) -> dict[str, ParamValue]:
         if self._transform_seconds is None:   # measured on first request, never in run
@@ -139,6 +294,11 @@ def layout_transform_seconds(problem: ConvProblem, ic_bn: int, oc_bn: int,
 def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]) -> str | None:
     if problem.g != 1:
         return "NCHW[x]c here supports groups = 1 only"
+    reg_n, oc_bn = (int(params.get("reg_n", DEFAULT_REG_N)),
+                    int(params.get("oc_bn", DEFAULT_OC_BN)))
+    if reg_n * -(-oc_bn // 16) > ZMM_ACCUMULATORS:
+        return (f"reg_n x oc_bn = {reg_n} x {oc_bn} needs {reg_n * -(-oc_bn // 16)} zmm "
+                f"accumulators, more than the {ZMM_ACCUMULATORS} that fit: spills")
     return None
 
 
@@ -156,14 +316,14 @@ ALGORITHMS = [
         layouts=("nchwxc",),
         build=_build,
         params=(
-            Param("ic_bn", IC_BN, 16, "input channels per block (x of NCHW[x]c)"),
-            Param("oc_bn", OC_BN, 32, "output channels per block: accumulator lanes (y)"),
-            Param("reg_n", REG_N, 8, "output-width accumulators held in registers"),
-            Param("unroll_ker", UNROLL_KER, False, "unroll the kernel's R x S loops"),
+            Param("ic_bn", IC_BN, DEFAULT_IC_BN, "input channels per block (x of NCHW[x]c)"),
+            Param("oc_bn", OC_BN, DEFAULT_OC_BN, "output channels per block: lanes (y)"),
+            Param("reg_n", REG_N, DEFAULT_REG_N, "output-width positions per register tile"),
+            Param("unroll_ker", UNROLL_KER, False, "compile the kernel's R x S in"),
         ),
         applies=_applies,
         notes="Channels zero padded to whole blocks (any IC, OC); any kernel, stride, "
-              "padding, dilation; groups 1. Layout transforms timed by "
-              "layout_transform_seconds / info(), not in run.",
+              "padding, dilation; groups 1. Tiles over the register file skipped. Layout "
+              "transforms timed by layout_transform_seconds / info(), not in run.",
     )
 ]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from convbench.harness.inputs import make_inputs
 from convbench.kernels import layouts, nchwc, registry
-from convbench.kernels.asm import dispatcher_asm, fp_profile
+from convbench.kernels.asm import kernel_profiles
 from convbench.kernels.reference import Reference
 from convbench.spec.problem import ConvProblem
 from tests.strategies import dense_3x3_problems, general_problems
@@ -34,7 +34,7 @@ def _ungrouped(p: ConvProblem) -> ConvProblem:
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=st.one_of(dense_3x3_problems(), general_problems().map(_ungrouped)),
        ic_bn=st.sampled_from([1, 4, 8, 16]), oc_bn=st.sampled_from([8, 16, 32]),
-       reg_n=st.sampled_from([1, 3, 8]), unroll_ker=st.booleans())
+       reg_n=st.sampled_from([1, 3, 7, 8, 28]), unroll_ker=st.booleans())
 def test_matches_reference(problem, ic_bn, oc_bn, reg_n, unroll_ker):
     """Any stride, padding, dilation and kernel size; channels padded to whole blocks."""
     report, y = _run(problem, ic_bn, oc_bn, reg_n, unroll_ker)
@@ -45,9 +45,11 @@ def test_matches_reference(problem, ic_bn, oc_bn, reg_n, unroll_ker):
 def test_registered_grid_is_small_and_passes():
     alg = registry.get("nchwc")
     grid = list(alg.param_grid())
-    assert len(grid) <= 8
+    assert len(grid) <= 24
     p = ConvProblem.make(mb=2, ic=21, oc=37, ih=9, iw=13, kh=3, kw=3, ph=1, pw=1)
-    for params in grid:
+    runnable = [params for params in grid if alg.applies(p, "nchwxc", params) is None]
+    assert 0 < len(runnable) < len(grid)    # the tiles that spill are skipped
+    for params in runnable:
         prepared = alg.build(p, make_inputs(p, 1)[1], "nchwxc", params)
         assert prepared.in_layout == f"nchw{params['ic_bn']}c"
         assert prepared.out_layout == f"nchw{params['oc_bn']}c"
@@ -89,10 +91,22 @@ def test_grouped_is_skipped_with_reason():
     assert "groups" in registry.get("nchwc").applies(p, "nchwxc", {})
 
 
-@pytest.mark.parametrize("unroll_ker", [False, True])
-def test_kernel_has_packed_fmas(unroll_ker):
+@pytest.mark.parametrize(("reg_n", "oc_bn", "fits"), [(28, 16, True), (14, 32, True),
+                                                      (16, 32, False), (29, 16, False)])
+def test_tiles_over_the_register_file_are_skipped(reg_n, oc_bn, fits):
+    p = ConvProblem.make(ic=16, oc=32, ih=8, iw=8, kh=3, kw=3, ph=1, pw=1)
+    reason = registry.get("nchwc").applies(p, "nchwxc", {"reg_n": reg_n, "oc_bn": oc_bn})
+    assert (reason is None) == fits, reason
+
+
+@pytest.mark.parametrize(("oc_bn", "reg_n", "unroll_ker"), [(16, 8, False), (32, 7, True)])
+def test_kernel_has_packed_fmas(oc_bn, reg_n, unroll_ker):
+    """The hot kernel is the dispatcher, and its FMAs are all packed: one per accumulator
+    vector per input channel, none scalar (a scalar FMA means the tile fell apart)."""
     p = ConvProblem.make(ic=16, oc=32, ih=10, iw=10, kh=3, kw=3, ph=1, pw=1)
-    report, _ = _run(p, 16, 32, 8, unroll_ker)
+    prepared = nchwc.BlockedNCHWc(p, make_inputs(p, 1)[1], 16, oc_bn, reg_n, unroll_ker)
+    report, _ = _run(p, prepared=prepared)
     assert report.passed
-    assert fp_profile(dispatcher_asm(nchwc._kernel(8, *((3, 3) if unroll_ker else (0, 0)))))\
-        .vectorised
+    assert prepared.hot_kernels() == (prepared.kernel,)
+    (profile,) = kernel_profiles(prepared)
+    assert profile.profile.vectorised and profile.profile.scalar_fma == 0, profile
