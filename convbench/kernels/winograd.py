@@ -6,11 +6,20 @@ tile columns); each needs an alpha x alpha input tile, alpha = m + 2.  Per block
 
 1. input transform, numba, fused: V[xi, t, c] = (B^T d_t,c B)[xi] read straight from a
    zero-bordered copy of the input (the border is written once, in build);
-2. alpha^2 GEMMs  M[xi] (tiles x OC) = V[xi] (tiles x IC) @ U[xi] (IC x OC);
+2. alpha^2 GEMMs  M[xi] (tiles x OC) = V[xi] (tiles x IC) @ U[xi] (IC x OC), either
+   ``gemm=blas`` (one batched ``np.matmul``) or ``gemm=own``: the packed GEMM of
+   :mod:`convbench.kernels.gemm` with U prepacked into NR panels in build, V read in
+   place through a row-offset buffer (no per-run packing at all), threads over xi;
 3. output transform, numba, fused: y[tile] = A^T M A, clipped at the output's edge.
 
-U = G g G^T is computed once in build (the harness times it as preparation).  Both numba
-transforms vectorise over channels (contiguous in NHWC) and thread over tiles.
+U = G g G^T is computed (and for ``gemm=own`` packed) once in build (the harness times it
+as preparation).  Both numba transforms vectorise over channels (contiguous in NHWC) and
+thread over tiles.
+
+Why ``gemm=own``: with few tiles (ResNet-50's 7x7 layers: 4 tiles of 4x4) the GEMMs have
+M = 4 and are bound by reading U (36 * IC * OC * 4 bytes: 37.7 MB at IC = OC = 512, more
+than the L3); BLAS packs U again on every call, reading it and writing a copy, while the
+prepacked U is streamed exactly once per tile block.
 """
 
 from __future__ import annotations
@@ -21,10 +30,11 @@ import numba
 import numpy as np
 
 from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
+from convbench.kernels.gemm import Blocking
 from convbench.kernels.winograd_transforms import TRANSFORMS, Transform
 from convbench.spec.problem import ConvProblem
 
-GEMM_BACKENDS = ("blas",)   # "own" joins when the packed GEMM of kernels/gemm.py lands
+GEMM_BACKENDS = ("blas", "own")
 TILE_BLOCKS = (64, 256, 1024)
 
 # Rounding-error growth over the reference rule (worst error / growth-1 bound, measured):
@@ -116,13 +126,20 @@ class WinogradNHWC(Prepared):
     in_layout = out_layout = "nhwc"
 
     def __init__(self, problem: ConvProblem, w: np.ndarray, transform: Transform,
-                 tile_block: int):
+                 tile_block: int, gemm: str = "blas"):
         p = self.p = problem
         t = self.transform = transform
         m, alpha = t.m, t.alpha
         # U[xi] is IC x OC so that V (tiles x IC) @ U gives NHWC-ordered outputs.
         u = t.weights(w).reshape(alpha * alpha, p.oc, p.ic).transpose(0, 2, 1)
-        self.u = np.ascontiguousarray(u, dtype=np.float32)
+        if gemm not in GEMM_BACKENDS:
+            raise ValueError(f"unknown gemm backend {gemm!r}")
+        self.gemm = gemm
+        self.blocking = Blocking()
+        if gemm == "own":   # only the panels are kept: (alpha^2, OC/NR, IC, NR)
+            self.u = self.blocking.pack_b_batch(np.asarray(u, np.float32))
+        else:
+            self.u = np.ascontiguousarray(u, dtype=np.float32)
         self.bt = np.ascontiguousarray(t.bt, dtype=np.float32)
         self.at = np.ascontiguousarray(t.at, dtype=np.float32)
         self.tiles_h, self.tiles_w = -(-p.oh // m), -(-p.ow // m)
@@ -131,10 +148,17 @@ class WinogradNHWC(Prepared):
         # Zero border written once; run() only refreshes the interior.
         self.xp = np.zeros((p.mb, self.tiles_h * m + 2, self.tiles_w * m + 2, p.ic),
                            np.float32)
-        self.v = np.empty((alpha * alpha, self.tile_block, p.ic), np.float32)
+        # gemm=own computes whole MR-row panels: V gets rows up to a multiple of MR (zeros
+        # at first, stale tiles later: either way finite and their products never stored).
+        mr = self.blocking.MR
+        v_rows = -(-self.tile_block // mr) * mr if gemm == "own" else self.tile_block
+        self.v = np.zeros((alpha * alpha, v_rows, p.ic), np.float32)
+        self.rows = (np.arange(v_rows, dtype=np.int64) * p.ic).reshape(v_rows, 1)
         self.mm = np.empty((alpha * alpha, self.tile_block, p.oc), np.float32)
         self.packed_weight_bytes = self.u.nbytes
         self.workspace_bytes = self.xp.nbytes + self.v.nbytes + self.mm.nbytes
+        if gemm == "own":
+            self.workspace_bytes += self.rows.nbytes
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         p = self.p
@@ -144,8 +168,15 @@ class WinogradNHWC(Prepared):
             chunks = min(nt, numba.get_num_threads())   # one scratch tile per thread
             _input_transform(self.xp, self.bt, self.v, t0, nt, self.tiles_h, self.tiles_w,
                              self.transform.m, chunks)
-            np.matmul(self.v[:, :nt], self.u, out=self.mm[:, :nt])
+            if self.gemm == "own":
+                self.blocking.kernels.batched(self.v, self.rows, nt, self.u, self.mm)
+            else:
+                np.matmul(self.v[:, :nt], self.u, out=self.mm[:, :nt])
             _output_transform(self.mm, self.at, y, t0, nt, self.tiles_h, self.tiles_w, chunks)
+
+    def hot_kernels(self) -> tuple[object, ...]:
+        gemm = (self.blocking.kernels.batched,) if self.gemm == "own" else ()
+        return (_input_transform, *gemm, _output_transform)
 
     def info(self) -> dict[str, ParamValue]:
         m, alpha = self.transform.m, self.transform.alpha
@@ -169,7 +200,8 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
 def _builder(m: int):
     def build(problem: ConvProblem, w: np.ndarray, layout: str,
               params: Mapping[str, ParamValue]) -> Prepared:
-        return WinogradNHWC(problem, w, TRANSFORMS[m], int(params["tile_block"]))
+        return WinogradNHWC(problem, w, TRANSFORMS[m], int(params["tile_block"]),
+                            str(params.get("gemm", "blas")))
     return build
 
 
