@@ -37,6 +37,26 @@ from convbench.spec.problem import ConvProblem
 GEMM_BACKENDS = ("blas", "own")
 TILE_BLOCKS = (64, 256, 1024)
 
+# gemm=own's micro-tile rows MR (M = tiles of a block, padded up to whole MR panels).  The
+# 5 x 64 default wastes a fifth of its FMAs on ResNet-50's 7x7 layers (4 tiles) and on
+# 14x14 ones (16 tiles as 4 panels of 5 rows); "auto" picks from MR_AUTO the fewest padded
+# rows.  MR = 4 ran ~10% below 5 and 6 per row at equal padding on the Zen 4 host (one
+# B load per 4 instead of 5 or 6 FMAs; 91 vs 100 GFLOP/s at 64 tiles x 256 x 256), so
+# its rows count MR4_ROW_COST; 8 spills accumulators (~60 GFLOP/s) and is left out.
+MR_AUTO = (4, 5, 6)
+MR4_ROW_COST = 1.1
+
+
+def micro_rows(n_tiles: int, tile_block: int) -> int:
+    """The MR of ``MR_AUTO`` computing the fewest (weighted) rows over all tile blocks."""
+    full, rest = divmod(n_tiles, tile_block)
+
+    def cost(mr: int) -> float:
+        rows = full * -(-tile_block // mr) * mr + -(-rest // mr) * mr
+        return rows * (MR4_ROW_COST if mr == 4 else 1.0)
+
+    return min(MR_AUTO, key=lambda mr: (cost(mr), -mr))
+
 # Rounding-error growth over the reference rule (worst error / growth-1 bound, measured):
 #   network 3x3 stride-1 layers of VGG-16 and ResNet (K = 576..4608): F(2x2) <= 0.02,
 #   F(4x4) <= 0.48;  VGG-16 conv1_1 (IC = 3, K = 27): F(2x2) 0.20, F(4x4) 3.7;
@@ -126,7 +146,8 @@ class WinogradNHWC(Prepared):
     in_layout = out_layout = "nhwc"
 
     def __init__(self, problem: ConvProblem, w: np.ndarray, transform: Transform,
-                 tile_block: int, gemm: str = "blas"):
+                 tile_block: int, gemm: str = "blas", mr: int | None = None):
+        """``mr``: gemm=own's micro-tile rows; None picks them with :func:`micro_rows`."""
         p = self.p = problem
         t = self.transform = transform
         m, alpha = t.m, t.alpha
@@ -135,16 +156,16 @@ class WinogradNHWC(Prepared):
         if gemm not in GEMM_BACKENDS:
             raise ValueError(f"unknown gemm backend {gemm!r}")
         self.gemm = gemm
-        self.blocking = Blocking()
+        self.tiles_h, self.tiles_w = -(-p.oh // m), -(-p.ow // m)
+        self.n_tiles = p.mb * self.tiles_h * self.tiles_w
+        self.tile_block = min(tile_block, self.n_tiles)
+        self.blocking = Blocking(MR=mr or micro_rows(self.n_tiles, self.tile_block))
         if gemm == "own":   # only the panels are kept: (alpha^2, OC/NR, IC, NR)
             self.u = self.blocking.pack_b_batch(np.asarray(u, np.float32))
         else:
             self.u = np.ascontiguousarray(u, dtype=np.float32)
         self.bt = np.ascontiguousarray(t.bt, dtype=np.float32)
         self.at = np.ascontiguousarray(t.at, dtype=np.float32)
-        self.tiles_h, self.tiles_w = -(-p.oh // m), -(-p.ow // m)
-        self.n_tiles = p.mb * self.tiles_h * self.tiles_w
-        self.tile_block = min(tile_block, self.n_tiles)
         # Zero border written once; run() only refreshes the interior.
         self.xp = np.zeros((p.mb, self.tiles_h * m + 2, self.tiles_w * m + 2, p.ic),
                            np.float32)
@@ -194,14 +215,17 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
         return "Winograd needs a dense (undilated) kernel"
     if p.g != 1:
         return "Winograd here supports groups = 1 only"
+    if params.get("gemm", "blas") == "blas" and params.get("MR", "auto") != "auto":
+        return "MR only tunes gemm=own"
     return None
 
 
 def _builder(m: int):
     def build(problem: ConvProblem, w: np.ndarray, layout: str,
               params: Mapping[str, ParamValue]) -> Prepared:
+        mr = params.get("MR", "auto")
         return WinogradNHWC(problem, w, TRANSFORMS[m], int(params["tile_block"]),
-                            str(params.get("gemm", "blas")))
+                            str(params.get("gemm", "blas")), None if mr == "auto" else int(mr))
     return build
 
 
@@ -217,6 +241,10 @@ def _algorithm(m: int) -> Algorithm:
             Param("tile_block", TILE_BLOCKS, 1024,
                   "output tiles transformed and multiplied per block (cache blocking)"),
             Param("gemm", GEMM_BACKENDS, "blas", f"the {alpha * alpha} batched GEMMs"),
+            # Only the default, so checks stay small; a suite widens it (e.g. [4, 5, 6]).
+            Param("MR", ("auto",), "auto",
+                  f"gemm=own micro-tile rows: auto (fewest padded rows of {MR_AUTO}) or one "
+                  "of convbench.kernels.gemm.MR_CHOICES"),
         ),
         applies=_applies,
         error_growth=ERROR_GROWTH[m],

@@ -86,9 +86,9 @@ def test_broken_transform_fails_identity_and_check(m, breakage):
 
 
 def _run(p: ConvProblem, m: int, tile_block: int, seed: int = 1, gemm: str = "blas",
-         runs: int = 1):
+         runs: int = 1, mr: int | None = None):
     x, w = make_inputs(p, seed)
-    kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[m], tile_block, gemm)
+    kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[m], tile_block, gemm, mr)
     y = np.full((p.mb, p.oh, p.ow, p.oc), np.nan, np.float32)
     for _ in range(runs):
         kernel.run(to_layout(x, "nhwc"), y)
@@ -118,13 +118,37 @@ def test_edge_shapes(m, shape, gemm):
     assert report.passed, report.reason
 
 
-def test_own_gemm_spans_several_nr_panels_and_odd_channels():
+@pytest.mark.parametrize("mr", [None, 4, 5, 6, 8])
+def test_own_gemm_spans_several_nr_panels_and_odd_channels(mr):
     """OC = 130 needs three NR = 64 panels (the last one mostly padding), IC = 67 an odd
-    K; 5x5 tiles in blocks of 7 leave part-filled MR panels."""
+    K; 5x5 tiles in blocks of 7 leave part-filled MR panels for every MR."""
     p = ConvProblem.make(mb=1, ic=67, oc=130, ih=19, iw=18, kh=3, kw=3, ph=1, pw=1)
     for m in M_VALUES:
-        report = _run(p, m, tile_block=7, gemm="own", runs=2)
+        report = _run(p, m, tile_block=7, gemm="own", runs=2, mr=mr)
         assert report.passed, (m, report.reason)
+
+
+@pytest.mark.parametrize("tiles, tile_block, mr", [
+    (4, 4, 4),        # ResNet-50 7x7 layers: one panel of 4, none wasted
+    (16, 16, 4),      # 14x14 layers: 4 panels of 4 (5 would pad to 20 rows)
+    (49, 49, 5),      # 28x28: 50 rows with 5; 4 would pad to 52 and run slower per row
+    (196, 196, 6),    # 56x56 in one block: 198 rows with 6, 200 with 5
+    (196, 64, 5),     # blocks of 64, 64, 64, 4: 65 * 3 + 5 = 200 rows
+])
+def test_micro_rows_pads_least(tiles, tile_block, mr):
+    assert winograd.micro_rows(tiles, tile_block) == mr
+
+
+def test_mr_param_reaches_the_kernel_and_only_tunes_own():
+    p = ConvProblem.make(mb=1, ic=8, oc=8, ih=7, iw=7, kh=3, kw=3, ph=1, pw=1)
+    alg = registry.get("winograd4x4")
+    assert alg.applies(p, "nhwc", {"gemm": "blas", "MR": 6}) is not None
+    assert alg.applies(p, "nhwc", {"gemm": "own", "MR": 6}) is None
+    _, w = make_inputs(p)
+    built = alg.build(p, w, "nhwc", {"tile_block": 64, "gemm": "own", "MR": 6})
+    assert built.blocking.MR == 6
+    auto = alg.build(p, w, "nhwc", {"tile_block": 64, "gemm": "own", "MR": "auto"})
+    assert auto.blocking.MR == winograd.micro_rows(4, 4) == 4
 
 
 def test_own_gemm_misses_a_wrong_weight_panel():
