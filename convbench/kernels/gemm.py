@@ -102,6 +102,7 @@ class MicroKernels:
     macro: object         # one (NC, KC) block of C += A_block @ B_block
     gather: object        # indirect micro-kernel: A rows read through offsets
     indirect: object      # threaded driver of ``gather`` over a whole indirection buffer
+    batched: object       # threaded driver of ``gather``: a batch of GEMMs, B prepacked
 
 
 @cache
@@ -237,7 +238,27 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
                     gather(x, ind, ip * MR, t0, min(kt, taps - t0), icg, b_chunk, c,
                            jp * NR, ch == 0)
 
-    return MicroKernels(mr, nr, pack_a, pack_b, macro, gather, indirect)
+    @numba.njit(parallel=True, fastmath=True, cache=True)
+    def batched(a, rows, m, bp, c):  # pragma: no cover - jitted
+        """C[b, :m] = A[b] @ B[b] for every b of a batch of GEMMs (Winograd's alpha^2).
+
+        A[b] is not packed: its row p starts at element ``rows[p, 0]`` of ``a[b]`` (a
+        one-tap indirection buffer), which ``gather`` reads directly, so only the
+        prepacked B is in panel form.  bp: (batch, N panels, K, NR), one KC block of
+        the whole K; ``rows`` has at least ceil(m / MR) * MR rows, each inside ``a[b]``;
+        c: (batch, >= m, N).  Threads over (b, NR panel) tasks, b outermost: each
+        task streams its B panel once over all of A[b]'s rows."""
+        batch, n_jp, k = bp.shape[0], bp.shape[1], bp.shape[2]
+        n_ip = (m + MR - 1) // MR
+        for task in numba.prange(batch * n_jp):
+            b = task // n_jp
+            jp = task % n_jp
+            b_panel = bp[b, jp].reshape(k * NR)
+            cb = c[b, :m]
+            for ip in range(n_ip):
+                gather(a[b], rows, ip * MR, 0, 1, k, b_panel, cb, jp * NR, True)
+
+    return MicroKernels(mr, nr, pack_a, pack_b, macro, gather, indirect, batched)
 
 
 def _ceil(a: int, b: int) -> int:
@@ -280,6 +301,16 @@ class Blocking:
         k, n = b.shape
         out = np.empty(self.packed_b_shape(k, n), np.float32) if out is None else out
         self.kernels.pack_b(b, out)
+        return out
+
+    def pack_b_batch(self, b: np.ndarray) -> np.ndarray:
+        """A batch of B (batch x K x N), each as one whole-K block of NR panels:
+        shape (batch, N/NR, K, NR), the operand of ``kernels.batched`` (KC is not used)."""
+        batch, k, n = b.shape
+        whole_k = Blocking(self.MR, self.NR, self.MC, max(k, 1), self.NC)
+        out = np.empty((batch, *whole_k.packed_b_shape(k, n)[1:]), np.float32)
+        for i in range(batch):
+            whole_k.kernels.pack_b(b[i], out[i][np.newaxis])
         return out
 
     def multiply_packed(self, ap: np.ndarray, bp: np.ndarray, c: np.ndarray, k: int,

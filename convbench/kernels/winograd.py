@@ -6,11 +6,23 @@ tile columns); each needs an alpha x alpha input tile, alpha = m + 2.  Per block
 
 1. input transform, numba, fused: V[xi, t, c] = (B^T d_t,c B)[xi] read straight from a
    zero-bordered copy of the input (the border is written once, in build);
-2. alpha^2 GEMMs  M[xi] (tiles x OC) = V[xi] (tiles x IC) @ U[xi] (IC x OC);
+2. alpha^2 GEMMs  M[xi] (tiles x OC) = V[xi] (tiles x IC) @ U[xi] (IC x OC), either
+   ``gemm=blas`` (one batched ``np.matmul``) or ``gemm=own``: the packed GEMM of
+   :mod:`convbench.kernels.gemm` with U prepacked into NR panels in build, V read in
+   place through a row-offset buffer (no per-run packing at all), threads over xi;
 3. output transform, numba, fused: y[tile] = A^T M A, clipped at the output's edge.
 
-U = G g G^T is computed once in build (the harness times it as preparation).  Both numba
-transforms vectorise over channels (contiguous in NHWC) and thread over tiles.
+U = G g G^T is computed (and for ``gemm=own`` packed) once in build (the harness times it
+as preparation).  Both numba transforms vectorise over channels (contiguous in NHWC) and
+thread over tiles.
+
+Why ``gemm=own``: with few tiles (ResNet-50's 7x7 layers: 4 tiles of 4x4) the GEMMs have
+M = 4 and are bound by reading U (36 * IC * OC * 4 bytes: 37.7 MB at IC = OC = 512, more
+than the L3); BLAS packs U again on every call, reading it and writing a copy, while the
+prepacked U is streamed exactly once per tile block.  That read is the bound at 1 thread:
+on the Zen 4 host the 36 GEMMs of res5b_branch2b took 0.92-0.97 ms with MR = 4, the same
+as a plain read of 37.7 MB in the same process (0.96 ms, 39 GB/s; STREAM triad from DRAM
+32 GB/s gives 1.17 ms); BLAS took 2.7-4.4 ms.
 """
 
 from __future__ import annotations
@@ -21,11 +33,33 @@ import numba
 import numpy as np
 
 from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
+from convbench.kernels.gemm import Blocking
 from convbench.kernels.winograd_transforms import TRANSFORMS, Transform
 from convbench.spec.problem import ConvProblem
 
-GEMM_BACKENDS = ("blas",)   # "own" joins when the packed GEMM of kernels/gemm.py lands
+GEMM_BACKENDS = ("blas", "own")
 TILE_BLOCKS = (64, 256, 1024)
+
+# gemm=own's micro-tile rows MR (M = tiles of a block, padded up to whole MR panels).  The
+# 5 x 64 default wastes a fifth of its FMAs on ResNet-50's 7x7 layers (4 tiles) and on
+# 14x14 ones (16 tiles as 4 panels of 5 rows); "auto" picks from MR_AUTO the fewest padded
+# rows.  MR = 4 ran ~10% below 5 and 6 per row at equal padding on the Zen 4 host (one
+# B load per 4 instead of 5 or 6 FMAs; 91 vs 100 GFLOP/s at 64 tiles x 256 x 256), so
+# its rows count MR4_ROW_COST; 8 (32 zmm accumulators, all the registers) ran at ~60
+# GFLOP/s and is left out.
+MR_AUTO = (4, 5, 6)
+MR4_ROW_COST = 1.1
+
+
+def micro_rows(n_tiles: int, tile_block: int) -> int:
+    """The MR of ``MR_AUTO`` computing the fewest (weighted) rows over all tile blocks."""
+    full, rest = divmod(n_tiles, tile_block)
+
+    def cost(mr: int) -> float:
+        rows = full * -(-tile_block // mr) * mr + -(-rest // mr) * mr
+        return rows * (MR4_ROW_COST if mr == 4 else 1.0)
+
+    return min(MR_AUTO, key=lambda mr: (cost(mr), -mr))
 
 # Rounding-error growth over the reference rule (worst error / growth-1 bound, measured):
 #   network 3x3 stride-1 layers of VGG-16 and ResNet (K = 576..4608): F(2x2) <= 0.02,
@@ -116,25 +150,40 @@ class WinogradNHWC(Prepared):
     in_layout = out_layout = "nhwc"
 
     def __init__(self, problem: ConvProblem, w: np.ndarray, transform: Transform,
-                 tile_block: int):
+                 tile_block: int, gemm: str = "blas", mr: int | None = None):
+        """``mr``: gemm=own's micro-tile rows; None picks them with :func:`micro_rows`."""
         p = self.p = problem
         t = self.transform = transform
         m, alpha = t.m, t.alpha
         # U[xi] is IC x OC so that V (tiles x IC) @ U gives NHWC-ordered outputs.
         u = t.weights(w).reshape(alpha * alpha, p.oc, p.ic).transpose(0, 2, 1)
-        self.u = np.ascontiguousarray(u, dtype=np.float32)
-        self.bt = np.ascontiguousarray(t.bt, dtype=np.float32)
-        self.at = np.ascontiguousarray(t.at, dtype=np.float32)
+        if gemm not in GEMM_BACKENDS:
+            raise ValueError(f"unknown gemm backend {gemm!r}")
+        self.gemm = gemm
         self.tiles_h, self.tiles_w = -(-p.oh // m), -(-p.ow // m)
         self.n_tiles = p.mb * self.tiles_h * self.tiles_w
         self.tile_block = min(tile_block, self.n_tiles)
+        self.blocking = Blocking(MR=mr or micro_rows(self.n_tiles, self.tile_block))
+        if gemm == "own":   # only the panels are kept: (alpha^2, OC/NR, IC, NR)
+            self.u = self.blocking.pack_b_batch(np.asarray(u, np.float32))
+        else:
+            self.u = np.ascontiguousarray(u, dtype=np.float32)
+        self.bt = np.ascontiguousarray(t.bt, dtype=np.float32)
+        self.at = np.ascontiguousarray(t.at, dtype=np.float32)
         # Zero border written once; run() only refreshes the interior.
         self.xp = np.zeros((p.mb, self.tiles_h * m + 2, self.tiles_w * m + 2, p.ic),
                            np.float32)
-        self.v = np.empty((alpha * alpha, self.tile_block, p.ic), np.float32)
+        # gemm=own computes whole MR-row panels: V gets rows up to a multiple of MR (zeros
+        # at first, stale tiles later: either way finite and their products never stored).
+        mr = self.blocking.MR
+        v_rows = -(-self.tile_block // mr) * mr if gemm == "own" else self.tile_block
+        self.v = np.zeros((alpha * alpha, v_rows, p.ic), np.float32)
+        self.rows = (np.arange(v_rows, dtype=np.int64) * p.ic).reshape(v_rows, 1)
         self.mm = np.empty((alpha * alpha, self.tile_block, p.oc), np.float32)
         self.packed_weight_bytes = self.u.nbytes
         self.workspace_bytes = self.xp.nbytes + self.v.nbytes + self.mm.nbytes
+        if gemm == "own":
+            self.workspace_bytes += self.rows.nbytes
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         p = self.p
@@ -144,8 +193,15 @@ class WinogradNHWC(Prepared):
             chunks = min(nt, numba.get_num_threads())   # one scratch tile per thread
             _input_transform(self.xp, self.bt, self.v, t0, nt, self.tiles_h, self.tiles_w,
                              self.transform.m, chunks)
-            np.matmul(self.v[:, :nt], self.u, out=self.mm[:, :nt])
+            if self.gemm == "own":
+                self.blocking.kernels.batched(self.v, self.rows, nt, self.u, self.mm)
+            else:
+                np.matmul(self.v[:, :nt], self.u, out=self.mm[:, :nt])
             _output_transform(self.mm, self.at, y, t0, nt, self.tiles_h, self.tiles_w, chunks)
+
+    def hot_kernels(self) -> tuple[object, ...]:
+        gemm = (self.blocking.kernels.batched,) if self.gemm == "own" else ()
+        return (_input_transform, *gemm, _output_transform)
 
     def info(self) -> dict[str, ParamValue]:
         m, alpha = self.transform.m, self.transform.alpha
@@ -163,13 +219,17 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
         return "Winograd needs a dense (undilated) kernel"
     if p.g != 1:
         return "Winograd here supports groups = 1 only"
+    if params.get("gemm", "blas") == "blas" and params.get("MR", "auto") != "auto":
+        return "MR only tunes gemm=own"
     return None
 
 
 def _builder(m: int):
     def build(problem: ConvProblem, w: np.ndarray, layout: str,
               params: Mapping[str, ParamValue]) -> Prepared:
-        return WinogradNHWC(problem, w, TRANSFORMS[m], int(params["tile_block"]))
+        mr = params.get("MR", "auto")
+        return WinogradNHWC(problem, w, TRANSFORMS[m], int(params["tile_block"]),
+                            str(params.get("gemm", "blas")), None if mr == "auto" else int(mr))
     return build
 
 
@@ -185,6 +245,10 @@ def _algorithm(m: int) -> Algorithm:
             Param("tile_block", TILE_BLOCKS, 1024,
                   "output tiles transformed and multiplied per block (cache blocking)"),
             Param("gemm", GEMM_BACKENDS, "blas", f"the {alpha * alpha} batched GEMMs"),
+            # Only the default, so checks stay small; a suite widens it (e.g. [4, 5, 6]).
+            Param("MR", ("auto",), "auto",
+                  f"gemm=own micro-tile rows: auto (fewest padded rows of {MR_AUTO}) or one "
+                  "of convbench.kernels.gemm.MR_CHOICES"),
         ),
         applies=_applies,
         error_growth=ERROR_GROWTH[m],

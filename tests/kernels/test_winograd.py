@@ -1,6 +1,7 @@
 """Winograd F(2x2,3x3) and F(4x4,3x3): the transforms' defining identity, the kernel against
-the reference (odd sizes that are not multiples of the tile or block), a broken transform
-being caught, applicability and vectorisation."""
+the reference with both GEMM backends (odd sizes that are not multiples of the tile, block
+or micro-tile), a broken transform or weight panel being caught, applicability and
+vectorisation."""
 
 from __future__ import annotations
 
@@ -84,32 +85,82 @@ def test_broken_transform_fails_identity_and_check(m, breakage):
     assert not report.passed
 
 
-def _run(p: ConvProblem, m: int, tile_block: int, seed: int = 1):
+def _run(p: ConvProblem, m: int, tile_block: int, seed: int = 1, gemm: str = "blas",
+         runs: int = 1, mr: int | None = None):
     x, w = make_inputs(p, seed)
-    kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[m], tile_block)
+    kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[m], tile_block, gemm, mr)
     y = np.full((p.mb, p.oh, p.ow, p.oc), np.nan, np.float32)
-    kernel.run(to_layout(x, "nhwc"), y)
+    for _ in range(runs):
+        kernel.run(to_layout(x, "nhwc"), y)
     return Reference(p, x, w).compare(from_layout(y, "nhwc", p.oc), winograd.ERROR_GROWTH[m])
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=dense_3x3_problems(), m=st.sampled_from(M_VALUES),
-       tile_block=st.sampled_from([1, 3, 7, 64]))
-def test_matches_reference_with_any_tile_block(problem, m, tile_block):
-    """Blocks of 1, 3 or 7 tiles split images and tile rows at every possible place."""
-    report = _run(problem, m, tile_block)
-    assert report.passed, f"F({m}x{m}) tile_block={tile_block} on {problem}: {report.reason}"
+       tile_block=st.sampled_from([1, 3, 7, 64]), gemm=st.sampled_from(winograd.GEMM_BACKENDS))
+def test_matches_reference_with_any_tile_block(problem, m, tile_block, gemm):
+    """Blocks of 1, 3 or 7 tiles split images and tile rows at every possible place (and
+    leave the own GEMM's last MR panel part-filled, with stale rows from the last block)."""
+    report = _run(problem, m, tile_block, gemm=gemm, runs=2)
+    assert report.passed, (f"F({m}x{m}) tile_block={tile_block} gemm={gemm} on {problem}: "
+                           f"{report.reason}")
 
 
+@pytest.mark.parametrize("gemm", winograd.GEMM_BACKENDS)
 @pytest.mark.parametrize("m", M_VALUES)
 @pytest.mark.parametrize("shape", [
     dict(mb=2, ic=7, oc=9, ih=13, iw=5, kh=3, kw=3, ph=1, pw=1),   # odd, non-square
     dict(mb=1, ic=3, oc=4, ih=9, iw=10, kh=3, kw=3, ph=0, pw=2),   # unequal padding
     dict(mb=1, ic=2, oc=3, ih=1, iw=1, kh=3, kw=3, ph=1, pw=1),    # one pixel
 ])
-def test_edge_shapes(m, shape):
-    report = _run(ConvProblem.make(**shape), m, tile_block=2)
+def test_edge_shapes(m, shape, gemm):
+    report = _run(ConvProblem.make(**shape), m, tile_block=2, gemm=gemm)
     assert report.passed, report.reason
+
+
+@pytest.mark.parametrize("mr", [None, 4, 5, 6, 8])
+def test_own_gemm_spans_several_nr_panels_and_odd_channels(mr):
+    """OC = 130 needs three NR = 64 panels (the last one mostly padding), IC = 67 an odd
+    K; 5x5 tiles in blocks of 7 leave part-filled MR panels for every MR."""
+    p = ConvProblem.make(mb=1, ic=67, oc=130, ih=19, iw=18, kh=3, kw=3, ph=1, pw=1)
+    for m in M_VALUES:
+        report = _run(p, m, tile_block=7, gemm="own", runs=2, mr=mr)
+        assert report.passed, (m, report.reason)
+
+
+@pytest.mark.parametrize("tiles, tile_block, mr", [
+    (4, 4, 4),        # ResNet-50 7x7 layers: one panel of 4, none wasted
+    (16, 16, 4),      # 14x14 layers: 4 panels of 4 (5 would pad to 20 rows)
+    (49, 49, 5),      # 28x28: 50 rows with 5; 4 would pad to 52 and run slower per row
+    (196, 196, 6),    # 56x56 in one block: 198 rows with 6, 200 with 5
+    (196, 64, 5),     # blocks of 64, 64, 64, 4: 65 * 3 + 5 = 200 rows
+])
+def test_micro_rows_pads_least(tiles, tile_block, mr):
+    assert winograd.micro_rows(tiles, tile_block) == mr
+
+
+def test_mr_param_reaches_the_kernel_and_only_tunes_own():
+    p = ConvProblem.make(mb=1, ic=8, oc=8, ih=7, iw=7, kh=3, kw=3, ph=1, pw=1)
+    alg = registry.get("winograd4x4")
+    assert alg.applies(p, "nhwc", {"gemm": "blas", "MR": 6}) is not None
+    assert alg.applies(p, "nhwc", {"gemm": "own", "MR": 6}) is None
+    _, w = make_inputs(p)
+    built = alg.build(p, w, "nhwc", {"tile_block": 64, "gemm": "own", "MR": 6})
+    assert built.blocking.MR == 6
+    auto = alg.build(p, w, "nhwc", {"tile_block": 64, "gemm": "own", "MR": "auto"})
+    assert auto.blocking.MR == winograd.micro_rows(4, 4) == 4
+
+
+def test_own_gemm_misses_a_wrong_weight_panel():
+    """The check can fail: a prepacked U with one panel zeroed is caught."""
+    p = ConvProblem.make(mb=1, ic=8, oc=70, ih=9, iw=9, kh=3, kw=3, ph=1, pw=1)
+    x, w = make_inputs(p, 1)
+    kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[4], 64, "own")
+    kernel.u[3, 1] = 0.0
+    y = np.empty((p.mb, p.oh, p.ow, p.oc), np.float32)
+    kernel.run(to_layout(x, "nhwc"), y)
+    report = Reference(p, x, w).compare(from_layout(y, "nhwc", p.oc), winograd.ERROR_GROWTH[4])
+    assert not report.passed
 
 
 @pytest.mark.parametrize("m", M_VALUES)
@@ -123,7 +174,9 @@ def test_registered_variants_pass_verify(m):
     for variant in variants:
         verdict, execution = verify(p, variant, ref, x, w)
         assert verdict.status == "pass", verdict.reason
-        assert execution.prepared.packed_weight_bytes == (m + 2) ** 2 * 16 * 12 * 4
+        # U: alpha^2 x IC x OC floats; the own GEMM's panels pad OC = 12 up to NR columns
+        oc_stored = 12 if variant.param_dict["gemm"] == "blas" else execution.prepared.blocking.NR
+        assert execution.prepared.packed_weight_bytes == (m + 2) ** 2 * 16 * oc_stored * 4
 
 
 @pytest.mark.parametrize("fields, reason", [
@@ -146,6 +199,20 @@ def test_transforms_have_packed_fmas():
     for fn in (winograd._input_transform, winograd._output_transform):
         profile = fp_profile(dispatcher_asm(fn))
         assert profile.vectorised, (fn.__name__, profile)
+
+
+def test_own_gemm_driver_has_packed_fmas():
+    """BRIEF.md: numba can fall back to scalar code silently; the batched driver of the
+    element-wise stage must keep the micro-kernel's packed FMAs (MR * NR / 16 on zmm)."""
+    p = ConvProblem.make(ic=16, oc=16, ih=10, iw=10, kh=3, kw=3, ph=1, pw=1)
+    x, w = make_inputs(p, 1)
+    kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[4], 64, "own")
+    kernel.run(to_layout(x, "nhwc"), np.empty((p.mb, p.oh, p.ow, p.oc), np.float32))
+    (gemm,) = [k for k in kernel.hot_kernels() if k not in (winograd._input_transform,
+                                                             winograd._output_transform)]
+    profile = fp_profile(dispatcher_asm(gemm))
+    assert profile.vectorised and profile.scalar_fma == 0, profile
+    assert profile.total_packed_fma >= kernel.blocking.MR, profile
 
 
 def test_growth_is_declared_and_ordered():
