@@ -82,7 +82,7 @@ def test_applies_says_why_not(fields, reason):
     assert skip is not None and reason in skip
 
 
-@pytest.mark.parametrize("layout, fn", [("nhwc", depthwise._dw3x3_nhwc),
+@pytest.mark.parametrize("layout, fn", [("nhwc", depthwise.nhwc_kernel(1, depthwise.DEFAULT_TILE)),
                                         ("nchw", depthwise._dw3x3_nchw)])
 def test_kernels_have_packed_fmas(layout, fn):
     _run(ConvProblem.make(g=32, ic=32, oc=32, ih=10, iw=20, kh=3, kw=3, ph=1, pw=1), layout)
