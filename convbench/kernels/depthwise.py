@@ -32,11 +32,19 @@ from convbench.kernels.gemm import f32_at, stable_identity, stack_f32
 from convbench.spec.problem import ConvProblem
 
 V = 16   # channels per packed weight block: one zmm register of float32
-# Output pixels of a row summed together per register tile (NHWC): they share loaded input
-# columns; 4 and 8 pixels keep 4-8 accumulators + 9 weights in the 32 zmm registers.
-TILES = (4, 8)
-DEFAULT_TILE = 4
-PARAMS = (Param("tile", TILES, DEFAULT_TILE, "output pixels per NHWC register tile"),)
+# NHWC register tiles, "rows x pixels": output pixels summed together share loaded inputs.
+# Only tiles of at most 8 pixels (72 FMAs) vectorise: with 3 x 4 or 2 x 8 LLVM no longer
+# fully unrolls the pixel loops inside the lane loop, and the kernel came out scalar
+# (3 x 4: 6 GFLOP/s, 2 x 8: 11, against 51-64 for 2 x 4 on the Zen 4 host).
+TILES = ("1x4", "1x8", "2x4")
+DEFAULT_TILE = "2x4"
+PARAMS = (Param("tile", TILES, DEFAULT_TILE, "NHWC register tile: output rows x pixels"),)
+
+
+def tile_shape(tile: str) -> tuple[int, int]:
+    """``"2x4"`` -> (2 rows, 4 pixels)."""
+    rows, pixels = tile.split("x")
+    return int(rows), int(pixels)
 
 
 def pack_weights(w_oihw: np.ndarray, lanes: int = V) -> np.ndarray:
@@ -83,99 +91,119 @@ stable_identity(store_lanes, "depthwise.store_lanes")
 
 
 @cache
-def nhwc_kernel(stride: int, tile: int):
-    """The NHWC kernel for one stride and ``tile`` output pixels per register tile.
+def nhwc_kernel(stride: int, rows: int, tile: int, parallel: bool = True):
+    """The NHWC kernel for one stride and register tiles of ``rows`` x ``tile`` output pixels.
 
-    Per output row (the prange job) it first resolves, for every tile of ``tile`` pixels,
-    the element offsets of the 3 x NCOL input pixels the tile reads (NCOL = (tile-1)*stride
-    + 3), padding ones pointing at the zero vector; then, per channel block and tile, one
-    loop over the V lanes sums the 9 taps of all the tile's pixels.  LLVM vectorises that
-    loop into one zmm iteration: 9 weight loads, 3 x NCOL input loads and 9 * tile FMAs,
-    so neighbouring pixels share the loaded input columns (stride 1, tile 4: 27 loads for
-    36 FMAs instead of 18 per pixel).  Results go to a stack tile first: storing to ``y``
-    in that loop would need a runtime alias check against every input offset (over LLVM's
-    limit of 8 checks: no vectorisation at all)."""
-    S, P = stride, tile
-    NCOL = (P - 1) * S + 3
-    PV = P * V
-    name = f"depthwise.nhwc.s{S}.t{P}"
+    A prange job is ``rows`` output rows of one image.  Per tile it first resolves the
+    element offsets of the NROW x NCOL input pixels the tile reads (NROW = (rows-1)*stride
+    + 3, NCOL = (tile-1)*stride + 3), padding ones pointing at the zero vector; then, per
+    channel block, one loop over the V lanes sums the 9 taps of all the tile's pixels.
+    LLVM vectorises that loop into one zmm iteration: 9 weight loads, NROW x NCOL input
+    loads and 9 * rows * tile FMAs, so neighbouring pixels share loaded inputs (stride 1,
+    1 x 4: 27 loads for 36 FMAs, 2 x 4: 33 for 72, instead of 18 loads per 9 FMAs; QNNPACK's
+    ARM64 kernel likewise computes 3 output rows from 5 input rows).  Results go to a stack
+    tile first: storing to ``y`` in that loop would need a runtime alias check against every
+    input offset (over LLVM's limit of 8 checks: no vectorisation at all).
+
+    ``parallel=False`` compiles the same loops without prange: on 1 thread the parallel
+    launch alone cost ~1.1 us a call (~7% of a 14x14 layer)."""
+    S, R, P = stride, rows, tile
+    NROW, NCOL = (R - 1) * S + 3, (P - 1) * S + 3
+    RPV = R * P * V   # a literal for stack_f32
+    name = f"depthwise.nhwc.s{S}.r{R}.t{P}"
 
     @numba.njit(fastmath=True, cache=True, inline="always")
     def block_tile(x, offs, wblk, acc, c0, width):  # pragma: no cover - jitted
-        """acc[p*V + l] = sum of the 9 taps of tile pixel p, lane l (channel c0 + l)."""
+        """acc[(r*P + p)*V + l] = the 9 taps of tile pixel (r, p), lane l (channel c0 + l)."""
         for lane in range(width):
             c = c0 + lane
             # weights packed (kw, kh, lane): w<kh><kw>
             w00, w10, w20 = wblk[lane], wblk[V + lane], wblk[2 * V + lane]
             w01, w11, w21 = wblk[3 * V + lane], wblk[4 * V + lane], wblk[5 * V + lane]
             w02, w12, w22 = wblk[6 * V + lane], wblk[7 * V + lane], wblk[8 * V + lane]
-            for p in range(P):
-                j = p * S
-                acc[p * V + lane] = (
-                    w00 * f32_at(x, offs[j] + c) + w01 * f32_at(x, offs[j + 1] + c)
-                    + w02 * f32_at(x, offs[j + 2] + c)
-                    + w10 * f32_at(x, offs[NCOL + j] + c)
-                    + w11 * f32_at(x, offs[NCOL + j + 1] + c)
-                    + w12 * f32_at(x, offs[NCOL + j + 2] + c)
-                    + w20 * f32_at(x, offs[2 * NCOL + j] + c)
-                    + w21 * f32_at(x, offs[2 * NCOL + j + 1] + c)
-                    + w22 * f32_at(x, offs[2 * NCOL + j + 2] + c))
+            for r in range(R):
+                o0, o1, o2 = r * S * NCOL, (r * S + 1) * NCOL, (r * S + 2) * NCOL
+                for p in range(P):
+                    j = p * S
+                    acc[(r * P + p) * V + lane] = (
+                        w00 * f32_at(x, offs[o0 + j] + c) + w01 * f32_at(x, offs[o0 + j + 1] + c)
+                        + w02 * f32_at(x, offs[o0 + j + 2] + c)
+                        + w10 * f32_at(x, offs[o1 + j] + c)
+                        + w11 * f32_at(x, offs[o1 + j + 1] + c)
+                        + w12 * f32_at(x, offs[o1 + j + 2] + c)
+                        + w20 * f32_at(x, offs[o2 + j] + c)
+                        + w21 * f32_at(x, offs[o2 + j + 1] + c)
+                        + w22 * f32_at(x, offs[o2 + j + 2] + c))
 
     stable_identity(block_tile, f"{name}.block_tile")
 
     @numba.njit(fastmath=True, cache=True, inline="always")
-    def store_tile(acc, y, y0, c_len, npix, width):  # pragma: no cover - jitted
-        """The tile's first ``npix`` pixels, ``width`` lanes each, to y[y0 + p*c_len + l]."""
-        if width == V:
-            for p in range(npix):
-                store_lanes(y, y0 + p * c_len, acc, p * V, V)
-        else:
-            for p in range(npix):
-                out = y[y0 + p * c_len:]
-                for lane in range(width):
-                    out[lane] = acc[p * V + lane]
+    def store_tile(acc, y, y0, row_len, c_len, nrows, npix, width):  # pragma: no cover
+        """The tile's first ``nrows`` x ``npix`` pixels, ``width`` lanes each, to
+        y[y0 + r*row_len + p*c_len + l]."""
+        for r in range(nrows):
+            yr = y0 + r * row_len
+            if width == V:
+                for p in range(npix):
+                    store_lanes(y, yr + p * c_len, acc, (r * P + p) * V, V)
+            else:
+                for p in range(npix):
+                    out = y[yr + p * c_len:]
+                    for lane in range(width):
+                        out[lane] = acc[(r * P + p) * V + lane]
 
     stable_identity(store_tile, f"{name}.store_tile")
 
-    @numba.njit(parallel=True, fastmath=True, cache=True)
     def dw3x3_nhwc(x, wp, zero, y, ph, pw):  # pragma: no cover - jitted
         n_mb, ih_len, iw_len, c_len = x.shape
         _, oh_len, ow_len, _ = y.shape
         n_blocks = wp.shape[0]
         n_tiles = (ow_len + P - 1) // P
+        n_bands = (oh_len + R - 1) // R
         xf = x.reshape(-1)
         yf = y.reshape(-1)
         wf = wp.reshape(-1)
         # the zero vector as an offset from x's data (QNNPACK points padding taps at it)
         gap = (np.intp(zero.ctypes.data) - np.intp(x.ctypes.data)) // 4
-        for job in numba.prange(n_mb * oh_len):
-            n = job // oh_len
-            oh = job - n * oh_len
-            offs = np.empty((n_tiles, 3 * NCOL), np.intp)
+        # tiles whose NCOL input columns all lie inside the input (the rest: edge tiles)
+        t_lo = min((pw + P * S - 1) // (P * S), n_tiles)
+        t_hi = max(min(n_tiles, (iw_len - NCOL + pw) // (P * S) + 1), t_lo)
+        for job in numba.prange(n_mb * n_bands):
+            n = job // n_bands
+            oh0 = (job - n * n_bands) * R
+            nrows = min(R, oh_len - oh0)
+            offs = np.empty(NROW * NCOL, np.intp)
+            acc = stack_f32(RPV)
             for t in range(n_tiles):
-                for kh in range(3):
-                    ih = oh * S - ph + kh
-                    for j in range(NCOL):
-                        iw = t * P * S - pw + j
-                        inside = 0 <= ih < ih_len and 0 <= iw < iw_len
-                        offs[t, kh * NCOL + j] = (((n * ih_len + ih) * iw_len + iw) * c_len
-                                                  if inside else gap)
-            acc = stack_f32(PV)
-            for t in range(n_tiles):
+                iw0 = t * P * S - pw
+                for i in range(NROW):
+                    ih = oh0 * S - ph + i
+                    row = (n * ih_len + ih) * iw_len
+                    if not 0 <= ih < ih_len:
+                        for j in range(NCOL):
+                            offs[i * NCOL + j] = gap
+                    elif t_lo <= t < t_hi:    # interior: no column test
+                        for j in range(NCOL):
+                            offs[i * NCOL + j] = (row + iw0 + j) * c_len
+                    else:
+                        for j in range(NCOL):
+                            inside = 0 <= iw0 + j < iw_len
+                            offs[i * NCOL + j] = (row + iw0 + j) * c_len if inside else gap
                 npix = min(P, ow_len - t * P)
                 for b in range(n_blocks):
                     c0 = b * V
                     width = min(V, c_len - c0)
                     wblk = wf[b * 9 * V:]
-                    y0 = (job * ow_len + t * P) * c_len + c0
+                    y0 = ((n * oh_len + oh0) * ow_len + t * P) * c_len + c0
                     if width == V:   # a constant trip count: one zmm iteration
-                        block_tile(xf, offs[t], wblk, acc, c0, V)
-                        store_tile(acc, yf, y0, c_len, npix, V)
+                        block_tile(xf, offs, wblk, acc, c0, V)
+                        store_tile(acc, yf, y0, ow_len * c_len, c_len, nrows, npix, V)
                     else:
-                        block_tile(xf, offs[t], wblk, acc, c0, width)
-                        store_tile(acc, yf, y0, c_len, npix, width)
+                        block_tile(xf, offs, wblk, acc, c0, width)
+                        store_tile(acc, yf, y0, ow_len * c_len, c_len, nrows, npix, width)
 
-    return stable_identity(dw3x3_nhwc, name)
+    kernel = numba.njit(parallel=parallel, fastmath=True, cache=True)(dw3x3_nhwc)
+    return stable_identity(kernel, f"{name}.{'parallel' if parallel else 'serial'}")
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
@@ -229,23 +257,26 @@ def _strides(p: ConvProblem) -> tuple[int, int, int, int]:
 class DepthwiseNHWC(Prepared):
     in_layout = out_layout = "nhwc"
 
-    def __init__(self, problem: ConvProblem, w: np.ndarray, tile: int = DEFAULT_TILE):
+    def __init__(self, problem: ConvProblem, w: np.ndarray, tile: str = DEFAULT_TILE):
         self.p = problem
         self.tile = tile
-        self.kernel = nhwc_kernel(problem.sh, tile)
+        self.kernel = nhwc_kernel(problem.sh, *tile_shape(tile))
+        self.serial = nhwc_kernel(problem.sh, *tile_shape(tile), parallel=False)
         self.wp = pack_weights(np.asarray(w, np.float32))
         self.zero = np.zeros(problem.ic, np.float32)   # what padding taps read
         self.packed_weight_bytes = self.wp.nbytes
         self.workspace_bytes = self.zero.nbytes
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
-        self.kernel(x, self.wp, self.zero, y, self.p.ph, self.p.pw)
+        kernel = self.kernel if numba.get_num_threads() > 1 else self.serial
+        kernel(x, self.wp, self.zero, y, self.p.ph, self.p.pw)
 
     def hot_kernels(self) -> tuple[object, ...]:
-        return (self.kernel,)
+        return (self.kernel, self.serial)
 
     def info(self) -> dict[str, ParamValue]:
-        return {"lanes": V, "tile": self.tile, "compulsory_bytes": self.p.compulsory_bytes}
+        return {"lanes": V, "tile": self.tile,
+                "compulsory_bytes": self.p.compulsory_bytes}
 
 
 class DepthwiseNCHW(Prepared):
@@ -280,7 +311,7 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,
            params: Mapping[str, ParamValue]) -> Prepared:
     if layout == "nhwc":
-        return DepthwiseNHWC(problem, w, int(params.get("tile", DEFAULT_TILE)))
+        return DepthwiseNHWC(problem, w, str(params.get("tile", DEFAULT_TILE)))
     return DepthwiseNCHW(problem, w)
 
 
