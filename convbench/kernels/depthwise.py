@@ -38,7 +38,11 @@ V = 16   # channels per packed weight block: one zmm register of float32
 # (3 x 4: 6 GFLOP/s, 2 x 8: 11, against 51-64 for 2 x 4 on the Zen 4 host).
 TILES = ("1x4", "1x8", "2x4")
 DEFAULT_TILE = "2x4"
-PARAMS = (Param("tile", TILES, DEFAULT_TILE, "NHWC register tile: output rows x pixels"),)
+ORDERS = ("tiles", "blocks")
+DEFAULT_ORDER = "tiles"
+PARAMS = (Param("tile", TILES, DEFAULT_TILE, "NHWC register tile: output rows x pixels"),
+          Param("order", ORDERS, DEFAULT_ORDER, "NHWC loop outside the other: tiles or "
+                "channel blocks"))
 
 
 def tile_shape(tile: str) -> tuple[int, int]:
@@ -91,7 +95,8 @@ stable_identity(store_lanes, "depthwise.store_lanes")
 
 
 @cache
-def nhwc_kernel(stride: int, rows: int, tile: int, parallel: bool = True):
+def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
+                parallel: bool = True):
     """The NHWC kernel for one stride and register tiles of ``rows`` x ``tile`` output pixels.
 
     A prange job is ``rows`` output rows of one image.  Per tile it first resolves the
@@ -106,11 +111,18 @@ def nhwc_kernel(stride: int, rows: int, tile: int, parallel: bool = True):
     input offset (over LLVM's limit of 8 checks: no vectorisation at all).
 
     ``parallel=False`` compiles the same loops without prange: on 1 thread the parallel
-    launch alone cost ~1.1 us a call (~7% of a 14x14 layer)."""
+    launch alone cost ~1.1 us a call (~7% of a 14x14 layer).
+
+    ``order`` is the loop order inside a band: "tiles" (tiles outer, channel blocks inner)
+    or "blocks".  Neither wins everywhere on the Zen 4 host: at C = 1024 (7 x 7) "tiles"
+    ran 2x faster, at C = 512 (14 x 14) "blocks" up to 2x.  There a pixel is 2-4 KiB, so
+    a block's input pixels all fall into one or two L1 sets (8 ways) and evict each other:
+    C = 1008 or 1040 ran 1.4x faster per block than 1024."""
     S, R, P = stride, rows, tile
     NROW, NCOL = (R - 1) * S + 3, (P - 1) * S + 3
     RPV = R * P * V   # a literal for stack_f32
-    name = f"depthwise.nhwc.s{S}.r{R}.t{P}"
+    BLOCKS_OUTER = order == "blocks"
+    name = f"depthwise.nhwc.s{S}.r{R}.t{P}.{order}"
 
     @numba.njit(fastmath=True, cache=True, inline="always")
     def block_tile(x, offs, wblk, acc, c0, width):  # pragma: no cover - jitted
@@ -172,7 +184,7 @@ def nhwc_kernel(stride: int, rows: int, tile: int, parallel: bool = True):
             n = job // n_bands
             oh0 = (job - n * n_bands) * R
             nrows = min(R, oh_len - oh0)
-            offs = np.empty(NROW * NCOL, np.intp)
+            offs = np.empty((n_tiles, NROW * NCOL), np.intp)
             acc = stack_f32(RPV)
             for t in range(n_tiles):
                 iw0 = t * P * S - pw
@@ -181,26 +193,32 @@ def nhwc_kernel(stride: int, rows: int, tile: int, parallel: bool = True):
                     row = (n * ih_len + ih) * iw_len
                     if not 0 <= ih < ih_len:
                         for j in range(NCOL):
-                            offs[i * NCOL + j] = gap
+                            offs[t, i * NCOL + j] = gap
                     elif t_lo <= t < t_hi:    # interior: no column test
                         for j in range(NCOL):
-                            offs[i * NCOL + j] = (row + iw0 + j) * c_len
+                            offs[t, i * NCOL + j] = (row + iw0 + j) * c_len
                     else:
                         for j in range(NCOL):
                             inside = 0 <= iw0 + j < iw_len
-                            offs[i * NCOL + j] = (row + iw0 + j) * c_len if inside else gap
+                            offs[t, i * NCOL + j] = (row + iw0 + j) * c_len if inside else gap
+            # BLOCKS_OUTER: a block's 9 weight vectors stay in L1 over the band's tiles (all
+            # blocks' weights, 36 KiB at C = 1024, do not); else a tile's input pixels do
+            for k in range(n_blocks * n_tiles):
+                if BLOCKS_OUTER:
+                    b, t = k // n_tiles, k % n_tiles
+                else:
+                    t, b = k // n_blocks, k % n_blocks
+                c0 = b * V
+                width = min(V, c_len - c0)
+                wblk = wf[b * 9 * V:]
                 npix = min(P, ow_len - t * P)
-                for b in range(n_blocks):
-                    c0 = b * V
-                    width = min(V, c_len - c0)
-                    wblk = wf[b * 9 * V:]
-                    y0 = ((n * oh_len + oh0) * ow_len + t * P) * c_len + c0
-                    if width == V:   # a constant trip count: one zmm iteration
-                        block_tile(xf, offs, wblk, acc, c0, V)
-                        store_tile(acc, yf, y0, ow_len * c_len, c_len, nrows, npix, V)
-                    else:
-                        block_tile(xf, offs, wblk, acc, c0, width)
-                        store_tile(acc, yf, y0, ow_len * c_len, c_len, nrows, npix, width)
+                y0 = ((n * oh_len + oh0) * ow_len + t * P) * c_len + c0
+                if width == V:   # a constant trip count: one zmm iteration
+                    block_tile(xf, offs[t], wblk, acc, c0, V)
+                    store_tile(acc, yf, y0, ow_len * c_len, c_len, nrows, npix, V)
+                else:
+                    block_tile(xf, offs[t], wblk, acc, c0, width)
+                    store_tile(acc, yf, y0, ow_len * c_len, c_len, nrows, npix, width)
 
     kernel = numba.njit(parallel=parallel, fastmath=True, cache=True)(dw3x3_nhwc)
     return stable_identity(kernel, f"{name}.{'parallel' if parallel else 'serial'}")
@@ -257,11 +275,12 @@ def _strides(p: ConvProblem) -> tuple[int, int, int, int]:
 class DepthwiseNHWC(Prepared):
     in_layout = out_layout = "nhwc"
 
-    def __init__(self, problem: ConvProblem, w: np.ndarray, tile: str = DEFAULT_TILE):
+    def __init__(self, problem: ConvProblem, w: np.ndarray, tile: str = DEFAULT_TILE,
+                 order: str = DEFAULT_ORDER):
         self.p = problem
-        self.tile = tile
-        self.kernel = nhwc_kernel(problem.sh, *tile_shape(tile))
-        self.serial = nhwc_kernel(problem.sh, *tile_shape(tile), parallel=False)
+        self.tile, self.order = tile, order
+        self.kernel = nhwc_kernel(problem.sh, *tile_shape(tile), order)
+        self.serial = nhwc_kernel(problem.sh, *tile_shape(tile), order, parallel=False)
         self.wp = pack_weights(np.asarray(w, np.float32))
         self.zero = np.zeros(problem.ic, np.float32)   # what padding taps read
         self.packed_weight_bytes = self.wp.nbytes
@@ -275,7 +294,7 @@ class DepthwiseNHWC(Prepared):
         return (self.kernel, self.serial)
 
     def info(self) -> dict[str, ParamValue]:
-        return {"lanes": V, "tile": self.tile,
+        return {"lanes": V, "tile": self.tile, "order": self.order,
                 "compulsory_bytes": self.p.compulsory_bytes}
 
 
@@ -303,15 +322,17 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
         return "depthwise kernel needs stride 1 or 2 (equal in h and w)"
     if (p.dh, p.dw) != (0, 0):
         return "depthwise kernel needs a dense (undilated) kernel"
-    if layout == "nchw" and params.get("tile", DEFAULT_TILE) != DEFAULT_TILE:
-        return "tile only tunes the NHWC kernel"
+    if layout == "nchw" and (params.get("tile", DEFAULT_TILE) != DEFAULT_TILE
+                             or params.get("order", DEFAULT_ORDER) != DEFAULT_ORDER):
+        return "tile and order only tune the NHWC kernel"
     return None
 
 
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,
            params: Mapping[str, ParamValue]) -> Prepared:
     if layout == "nhwc":
-        return DepthwiseNHWC(problem, w, str(params.get("tile", DEFAULT_TILE)))
+        return DepthwiseNHWC(problem, w, str(params.get("tile", DEFAULT_TILE)),
+                             str(params.get("order", DEFAULT_ORDER)))
     return DepthwiseNCHW(problem, w)
 
 
