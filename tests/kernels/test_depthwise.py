@@ -82,8 +82,26 @@ def test_applies_says_why_not(fields, reason):
     assert skip is not None and reason in skip
 
 
-@pytest.mark.parametrize("layout, fn", [("nhwc", depthwise._dw3x3_nhwc),
-                                        ("nchw", depthwise._dw3x3_nchw)])
-def test_kernels_have_packed_fmas(layout, fn):
-    _run(ConvProblem.make(g=32, ic=32, oc=32, ih=10, iw=20, kh=3, kw=3, ph=1, pw=1), layout)
-    assert fp_profile(dispatcher_asm(fn)).vectorised
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("tile, order", [(t, depthwise.DEFAULT_ORDER) for t in depthwise.TILES]
+                         + [(depthwise.DEFAULT_TILE, "blocks")])
+def test_nhwc_tiles_have_packed_fmas(tile, order, stride):
+    """Each of the tile's R x P pixels needs 9 FMAs (the first may be a multiply) per
+    vector of lanes: fewer packed FMAs means part of the tile went scalar, as 2 x 8 did."""
+    p = ConvProblem.make(g=32, ic=32, oc=32, ih=10, iw=20, kh=3, kw=3, sh=stride, sw=stride,
+                         ph=1, pw=1)
+    x, w = make_inputs(p, 1)
+    prepared = depthwise.DepthwiseNHWC(p, w, tile, order)
+    assert _run(p, "nhwc", prepared).passed
+    x = to_layout(x, "nhwc")
+    y = empty(p.output_shape, "nhwc")
+    rows, pixels = depthwise.tile_shape(tile)
+    for kernel in prepared.hot_kernels():    # the parallel and the serial one
+        kernel(x, prepared.wp, prepared.zero, y, p.ph, p.pw)
+        profile = fp_profile(dispatcher_asm(kernel))
+        assert profile.total_packed_fma >= rows * pixels * 8, (tile, profile)
+
+
+def test_nchw_kernel_has_packed_fmas():
+    _run(ConvProblem.make(g=32, ic=32, oc=32, ih=10, iw=20, kh=3, kw=3, ph=1, pw=1), "nchw")
+    assert fp_profile(dispatcher_asm(depthwise._dw3x3_nchw)).vectorised
