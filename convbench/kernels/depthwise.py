@@ -31,7 +31,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
-from convbench.kernels.gemm import f32_at, stable_identity, stack_f32
+from convbench.kernels.gemm import cached_closure, f32_at, stable_identity, stack_f32
 from convbench.spec.problem import ConvProblem
 
 V = 16   # channels per packed weight block: one zmm register of float32
@@ -125,9 +125,9 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
     NROW, NCOL = (R - 1) * S + 3, (P - 1) * S + 3
     RPV = R * P * V   # a literal for stack_f32
     BLOCKS_OUTER = order == "blocks"
-    name = f"depthwise.nhwc.s{S}.r{R}.t{P}.{order}"
+    key = f"s{S}_r{R}_t{P}_{order}"
 
-    @numba.njit(fastmath=True, cache=True, inline="always")
+    @cached_closure(key, fastmath=True, inline="always")
     def block_tile(x, offs, wblk, acc, c0, width):  # pragma: no cover - jitted
         """acc[(r*P + p)*V + l] = the 9 taps of tile pixel (r, p), lane l (channel c0 + l)."""
         for lane in range(width):
@@ -150,9 +150,7 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
                         + w21 * f32_at(x, offs[o2 + j + 1] + c)
                         + w22 * f32_at(x, offs[o2 + j + 2] + c))
 
-    stable_identity(block_tile, f"{name}.block_tile")
-
-    @numba.njit(fastmath=True, cache=True, inline="always")
+    @cached_closure(key, fastmath=True, inline="always")
     def store_tile(acc, y, y0, row_len, c_len, nrows, npix, width):  # pragma: no cover
         """The tile's first ``nrows`` x ``npix`` pixels, ``width`` lanes each, to
         y[y0 + r*row_len + p*c_len + l]."""
@@ -166,8 +164,6 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
                     out = y[yr + p * c_len:]
                     for lane in range(width):
                         out[lane] = acc[(r * P + p) * V + lane]
-
-    stable_identity(store_tile, f"{name}.store_tile")
 
     def dw3x3_nhwc(x, wp, zero, y, ph, pw):  # pragma: no cover - jitted
         n_mb, ih_len, iw_len, c_len = x.shape
@@ -223,8 +219,8 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
                     block_tile(xf, offs[t], wblk, acc, c0, width)
                     store_tile(acc, yf, y0, ow_len * c_len, c_len, nrows, npix, width)
 
-    kernel = numba.njit(parallel=parallel, fastmath=True, cache=True)(dw3x3_nhwc)
-    return stable_identity(kernel, f"{name}.{'parallel' if parallel else 'serial'}")
+    mode = "parallel" if parallel else "serial"
+    return cached_closure(f"{key}_{mode}", parallel=parallel, fastmath=True)(dw3x3_nhwc)
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)

@@ -52,6 +52,24 @@ def stable_identity(dispatcher, name: str):
     return dispatcher
 
 
+def cached_closure(key: str, **options: object):
+    """Decorator: ``numba.njit(cache=True, **options)`` for a closure compiled per ``key``
+    (its compile-time constants, e.g. the tile), under a name and identity of its own.
+
+    numba names compiled code after the function's qualified name plus a per-process
+    counter, and cached code keeps those (weak) symbols: closures of one function compiled
+    in different processes can carry the same symbol, and once both are loaded into one
+    process the first answers for both.  Seen here: a stride-2 NCHW[x]c kernel ran on
+    stride-1 layers, and MR = 6 GEMMs ran MR = 4 code (wrong sums) once the harness's
+    workers had filled the cache.  Putting ``key`` in the name keeps every symbol apart."""
+    def wrap(fn):
+        fn.__qualname__ = f"{fn.__qualname__}_{key}"
+        module = fn.__module__.rsplit(".", 1)[-1]
+        return stable_identity(numba.njit(cache=True, **options)(fn),
+                               f"{module}.{fn.__qualname__}")
+    return wrap
+
+
 @intrinsic
 def stack_f32(typingctx, n):  # pragma: no cover - typing/codegen hook
     """Pointer to ``n`` (a compile-time constant) float32 slots on the caller's stack."""
@@ -111,7 +129,7 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
     MR, NR, MN = mr, nr, mr * nr
     tile = f"{mr}x{nr}"
 
-    @numba.njit(parallel=True, cache=True)
+    @cached_closure(tile, parallel=True)
     def pack_a(a, ap):  # pragma: no cover - jitted
         m, k = a.shape
         n_pc, n_ip, kc_max, _ = ap.shape
@@ -126,7 +144,7 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
                 for i in range(MR):
                     panel[kk, i] = a[ip * MR + i, k0 + kk] if i < rows else 0.0
 
-    @numba.njit(parallel=True, cache=True)
+    @cached_closure(tile, parallel=True)
     def pack_b(b, bp):  # pragma: no cover - jitted
         k, n = b.shape
         n_pc, n_jp, kc_max, _ = bp.shape
@@ -144,7 +162,7 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
                 for j in range(NR - cols):
                     panel[kk, cols + j] = 0.0
 
-    @numba.njit(fastmath=True, cache=True, inline="always")
+    @cached_closure(tile, fastmath=True, inline="always")
     def store_tile(acc, c, i0, j0, first):  # pragma: no cover - jitted
         """C[i0:, j0:] (+)= acc, clipped to C's edges."""
         rows = min(MR, c.shape[0] - i0)
@@ -158,9 +176,8 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
                 for j in range(cols):
                     crow[j] += acc[i, j]
 
-    stable_identity(store_tile, f"gemm.store_tile.{tile}")
 
-    @numba.njit(fastmath=True, cache=True)
+    @cached_closure(tile, fastmath=True)
     def micro(kc, a_panel, b_panel, c, i0, j0, first):  # pragma: no cover - jitted
         """MR x NR tile of C (+)= a_panel (kc x MR)^T @ b_panel (kc x NR)."""
         acc = numba.carray(stack_f32(MN), (MR, NR))
@@ -174,9 +191,8 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
                     acc[i, j] += a * b_panel[kk * NR + j]
         store_tile(acc, c, i0, j0, first)
 
-    stable_identity(micro, f"gemm.micro.{tile}")
 
-    @numba.njit(parallel=True, fastmath=True, cache=True)
+    @cached_closure(tile, parallel=True, fastmath=True)
     def macro(ap, bp, c, kc, jp0, jp1, mc, first):  # pragma: no cover - jitted
         """C[:, jp0*NR : jp1*NR] (+)= A_pc @ B_pc; ap: (M panels, KC, MR) of one KC block."""
         n_ip = ap.shape[0]
@@ -192,7 +208,7 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
             for ip in range(ib * per_block, ip_end):
                 micro(kc, a_flat[ip], b_flat[jp], c, ip * MR, jp * NR, first)
 
-    @numba.njit(fastmath=True, cache=True)
+    @cached_closure(tile, fastmath=True)
     def gather(x, ind, p0, t0, nt, icg, b_chunk, c, j0, first):  # pragma: no cover
         """MR x NR tile of C (+)= sum over taps t0 + t (t < nt) and channels q of
         row_{t0+t}(p0 + i)[q] * b_chunk[t*icg + q, j]: QNNPACK's indirect micro-kernel.
@@ -215,9 +231,8 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
                         acc[i, j] += a * b_chunk[bk + j]
         store_tile(acc, c, p0, j0, first)
 
-    stable_identity(gather, f"gemm.gather.{tile}")
 
-    @numba.njit(parallel=True, fastmath=True, cache=True)
+    @cached_closure(tile, parallel=True, fastmath=True)
     def indirect(x, ind, taps, icg, bp, c, kt, mc):  # pragma: no cover - jitted
         """C (M x N) = indirect-A @ B; bp: (N panels, taps*icg, NR).  Threads over
         (MC block, NR panel) tasks; taps in chunks of ``kt`` so a B chunk stays in L1."""
@@ -238,7 +253,7 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
                     gather(x, ind, ip * MR, t0, min(kt, taps - t0), icg, b_chunk, c,
                            jp * NR, ch == 0)
 
-    @numba.njit(parallel=True, fastmath=True, cache=True)
+    @cached_closure(tile, parallel=True, fastmath=True)
     def batched(a, rows, m, bp, c):  # pragma: no cover - jitted
         """C[b, :m] = A[b] @ B[b] for every b of a batch of GEMMs (Winograd's alpha^2).
 

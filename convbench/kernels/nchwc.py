@@ -49,7 +49,7 @@ from numba.extending import intrinsic
 
 from convbench.kernels import layouts
 from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
-from convbench.kernels.gemm import stable_identity
+from convbench.kernels.gemm import cached_closure, stable_identity
 from convbench.spec.problem import ConvProblem
 
 IC_BN = (8, 16)
@@ -172,18 +172,6 @@ for _name, _fn in (("zero", _tile_zero), ("fma", _tile_fma), ("store", _tile_sto
     stable_identity(_fn, f"nchwc.tile_{_name}")
 
 
-def _jit(fn, key: str, **options: bool):
-    """``numba.njit(cache=True)`` of a closure under a name of its own per ``key``.
-
-    numba names compiled code after the function's qualified name and a per-process
-    counter, and cached code keeps those names (weak symbols).  Closures of one function
-    compiled in different processes (the harness's workers) can thus carry the same
-    symbol, and the first one loaded answers for all: the check ran a stride-2 kernel on
-    stride-1 layers (garbage and a heap corruption).  The key in the name makes it unique."""
-    fn.__qualname__ = f"{fn.__qualname__}_{key}"
-    return stable_identity(numba.njit(cache=True, **options)(fn), f"nchwc.{fn.__qualname__}")
-
-
 @cache
 def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int):
     """The kernel with the tile (reg_n x oc_bn), ic_bn, the width stride and, when
@@ -213,7 +201,7 @@ def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed
                         _tile_fma(acc, xp, xb + ic, X_STEP, w, wb + ic * OC_BN, REG_N, OC_BN)
         _tile_store(acc, y, y0, rows, REG_N, OC_BN)
 
-    tile = _jit(tile, key, fastmath=True)
+    tile = cached_closure(key, fastmath=True)(tile)
 
     def conv(xp, w, y, sh, dh, dw):  # pragma: no cover - jitted
         n_mb, icb_len, hp, wp, _ = xp.shape
@@ -233,7 +221,7 @@ def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed
                 tile(xp, x_row + ow0 * X_STEP, w, ocb * w_ocb, y, y_row + ow0 * OC_BN,
                      min(REG_N, ow_len - ow0), icb_len, kh_len, kw_len, x_icb, x_kh, x_kw)
 
-    return _jit(conv, key, parallel=True, fastmath=True)
+    return cached_closure(key, parallel=True, fastmath=True)(conv)
 
 
 class BlockedNCHWc(Prepared):

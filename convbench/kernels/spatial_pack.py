@@ -21,7 +21,7 @@ import numba
 import numpy as np
 
 from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
-from convbench.kernels.gemm import BLOCKING_PARAMS, Blocking, blocking_from
+from convbench.kernels.gemm import BLOCKING_PARAMS, Blocking, blocking_from, cached_closure
 from convbench.spec.problem import ConvProblem
 
 PARAMS = (
@@ -53,7 +53,7 @@ def tile_offsets(p: ConvProblem, tile_h: int, tile_w: int, rows: int) -> np.ndar
 def _tile_kernel(mr: int, nr: int):
     gather = Blocking(mr, nr).kernels.gather   # has a stable identity: the cache works
 
-    @numba.njit(parallel=True, fastmath=True, cache=True)
+    @cached_closure(f"{mr}x{nr}", parallel=True, fastmath=True)
     def spatial(x, offs, bp, y, tile_h, tile_w, win_h, win_w, sh, sw, ph, pw,
                 kt):  # pragma: no cover - jitted
         mb, ih_len, iw_len, ic = x.shape

@@ -107,3 +107,30 @@ def test_im2col_own_gemm_grouped_and_pointwise(layout):
     pointwise = ConvProblem.make(ic=19, oc=53, ih=9, iw=5, kh=1)
     for problem in (grouped, pointwise):
         assert check_variant(problem, "im2col", layout, {"gemm": "own"}) == "pass"
+
+
+_TILE_SCRIPT = """
+import sys, numpy as np
+from convbench.kernels.gemm import Blocking, sgemm
+rng = np.random.default_rng(0)
+a = rng.standard_normal((37, 70), dtype=np.float32)
+b = rng.standard_normal((70, 130), dtype=np.float32)
+for mr in map(int, sys.argv[1].split(",")):
+    for nr in (48, 64):
+        c = sgemm(a, b, blocking=Blocking(MR=mr, NR=nr, MC=4 * mr, KC=32, NC=2 * nr))
+        assert np.abs(c - a @ b).max() < 1e-3, f"{mr}x{nr} computed a wrong product"
+"""
+
+
+def test_tiles_cached_by_different_processes_stay_apart(tmp_path):
+    """Two tiles compiled into numba's cache by two processes, then loaded together: each
+    must run its own code (same-named cached symbols once made 6x48 give wrong sums)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    for tiles in ("4", "5", "6,8", "4,5,6,8"):   # the grouping that first showed it
+        proc = subprocess.run([sys.executable, "-c", _TILE_SCRIPT, tiles], env=env,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-2000:]
