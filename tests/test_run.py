@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -65,6 +66,10 @@ def test_directory_has_every_file(tiny_run):
         assert key in env, key
     assert env["workers"]["t1/vauto"]["numba_threads"] == 1
     assert env["workers"]["t1/vauto"]["numba_threading_layer"]
+    # idle threads of one library must not spin into the next variant's time
+    spin = env["workers"]["t1/vauto"]["spin"]
+    for key, value in runner.QUIET_SPIN_ENV.items():
+        assert spin[key] == os.environ.get(key, value)
 
 
 def test_table_has_documented_columns_and_dtypes(tiny_run):

@@ -44,6 +44,16 @@ from convbench.spec.suite import Suite, TimingOptions, load_suite
 KILL_AFTER_ENV = "CONVBENCH_TEST_KILL_AFTER"
 STARTUP_LIMIT_S = 120.0   # imports, the reference kernel: time charged to no case
 SIM_SLOWDOWN = 100        # a simulated counting pass may take this much longer
+
+# Idle worker threads of one library spin and steal the cores from the next variant of a
+# round (or from the BLAS reference).  Defaults spin long: OpenBLAS 2^28 cycles (~70 ms),
+# libgomp (numba's omp layer, PyTorch) 300k iterations (2-20 ms): at 2 threads on 2 cores
+# our packed GEMM right after np.matmul ran at 69-92 GFLOP/s instead of 173-184, and
+# OpenBLAS after it at 122-134 instead of 195.  Shorter spins (~20 us and 10k iterations)
+# gave both their quiet-machine speed with no idle gap, and cost nothing measurable to
+# back-to-back calls: OpenBLAS 128^3-1024^3, oneDNN convs 0.15-2.4 ms (OMP_WAIT_POLICY=
+# PASSIVE, by contrast, made oneDNN 1.2-2.1x slower).  A user's own setting wins.
+QUIET_SPIN_ENV = {"OPENBLAS_THREAD_TIMEOUT": "16", "GOMP_SPINCOUNT": "10000"}
 _ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -174,7 +184,7 @@ class Worker:
         (self.tmp / "job.json").write_text(json.dumps(job))
         self.log = self.tmp / "worker.log"
         read_fd, write_fd = os.pipe()
-        env = dict(os.environ)
+        env = {**QUIET_SPIN_ENV, **os.environ}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT),
                                                           env.get("PYTHONPATH")]))
         with open(self.log, "wb") as log:

@@ -100,6 +100,8 @@ def run_job(job: dict[str, Any], channel: Channel) -> None:
     channel.send("hello", settings={
         "threads": threads, "numba_threads": numba.get_num_threads(),
         "vector_width": job["vector_width"], FEATURES_ENV: os.environ.get(FEATURES_ENV, ""),
+        "spin": {k: os.environ.get(k, "")
+                 for k in ("OPENBLAS_THREAD_TIMEOUT", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")},
         "blas": [{k: str(v) for k, v in lib.items()}
                  for lib in threadpoolctl.threadpool_info()]})
     count_kind = job["counters"]
