@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
+import warnings
 
 import click
 
@@ -48,7 +49,13 @@ def cli() -> None:
     """
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Our warnings already say where (file:line, layer, field): print just that."""
+    click.echo(f"convbench: warning: {message}", err=True)
+
+
 def main(argv: list[str] | None = None) -> None:
+    warnings.showwarning = _show_warning
     try:
         rv = cli.main(args=argv, prog_name="convbench", standalone_mode=False)
     except click.exceptions.Abort:

@@ -226,3 +226,18 @@ def test_empty_file(tmp_path):
 def test_missing_file(tmp_path):
     message = _error(tmp_path / "nowhere.yaml")
     assert "cannot read" in message
+
+
+def test_descriptor_without_mb_warns_batch_2(tmp_path):
+    path = _write(tmp_path, HEAD + GOOD + "  - {name: nomb, shape: ic8ih16oc8oh16kh3ph1}\n")
+    with pytest.warns(UserWarning) as record:
+        suite = load_suite(path)
+    assert suite.layers[1].problem.mb == 2
+    (warning,) = record
+    _assert_names_layer(str(warning.message), path, 5, 1, "nomb", "shape")
+    assert "batch 2" in str(warning.message) and "mb1" in str(warning.message)
+
+
+def test_descriptor_with_mb_does_not_warn(tmp_path, recwarn):
+    load_suite(_write(tmp_path, HEAD + GOOD + "  - {name: two, shape: mb2ic8ih16oc8kh3}\n"))
+    assert not [w for w in recwarn if "mb" in str(w.message)]

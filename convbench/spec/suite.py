@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,8 +119,7 @@ class _Where:
         self.path = path
         self.layer_lines = layer_lines
 
-    def error(self, message: str, layer: int | None = None, name: str = "",
-              fld: str | None = None) -> SuiteError:
+    def locate(self, layer: int | None = None, name: str = "", fld: str | None = None) -> str:
         where = str(self.path)
         if layer is not None:
             if layer < len(self.layer_lines):
@@ -127,7 +127,11 @@ class _Where:
             where += f": layer {layer}" + (f" ({name!r})" if name else "")
         if fld:
             where += f": field '{fld}'"
-        return SuiteError(f"{where}: {message}")
+        return where
+
+    def error(self, message: str, layer: int | None = None, name: str = "",
+              fld: str | None = None) -> SuiteError:
+        return SuiteError(f"{self.locate(layer, name, fld)}: {message}")
 
 
 def _layer_lines(text: str) -> list[int]:
@@ -215,6 +219,9 @@ def _locate(text: str, index: int) -> tuple[int | None, str, str | None]:
     return None, "", None
 
 
+_MB_GIVEN = re.compile(r"(?<![a-z])mb\d")
+
+
 def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
@@ -248,6 +255,10 @@ def _parse_layer(raw: Any, index: int, where: _Where) -> Layer:
             raise where.error(f"descriptor names the layer {problem.name!r} but 'name' is "
                               f"{name!r}", index, name, "shape")
         problem = problem.replace(name=name)
+        if not _MB_GIVEN.search(raw["shape"]):
+            warnings.warn(f"{where.locate(index, name, 'shape')}: no mb in the descriptor, so "
+                          f"batch {problem.mb} (benchdnn's default); write mb1 for batch 1",
+                          stacklevel=2)
     else:
         if not explicit:
             raise where.error("missing: give 'shape' (a benchdnn descriptor such as "

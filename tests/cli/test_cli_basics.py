@@ -86,3 +86,14 @@ def test_unknown_command_is_usage_error():
     with pytest.raises(SystemExit) as exc:
         main(["frobnicate"])
     assert exc.value.code == 2
+
+
+def test_descriptor_without_mb_warns_on_one_line(tmp_path):
+    suite = tmp_path / "nomb.yaml"
+    suite.write_text("name: nomb\ndescription: d\nlayers:\n"
+                     "  - {name: a, shape: ic8ih8oc8kh3ph1}\n")
+    r = _run("show", str(suite))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip() == (f"convbench: warning: {suite}:4: layer 0 ('a'): field 'shape': "
+                                "no mb in the descriptor, so batch 2 (benchdnn's default); "
+                                "write mb1 for batch 1")
