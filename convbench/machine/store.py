@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import socket
@@ -127,7 +128,7 @@ def roofline_for(limits: dict[str, Any] | None, flops: float, nbytes: float, thr
             level = name
             break
     bandwidth = bandwidth_for(limits, level, threads)
-    if not (peak == peak and bandwidth == bandwidth) or nbytes <= 0:   # NaN checks
+    if math.isnan(peak) or math.isnan(bandwidth) or nbytes <= 0:
         return float("nan"), ""
     return min(peak, flops / nbytes * bandwidth), level
 
