@@ -52,14 +52,8 @@ def sample_cases(scale: float = 1.0, counters: bool = True, noise: float = 0.0
 def sample_run(directory: Path, scale: float = 1.0, host: str = "testhost",
                counters: bool = True, machine: dict | None = None, noise: float = 0.0
                ) -> Path:
-    import json
-
-    path = write_results(directory, sample_cases(scale, counters, noise), host=host)
-    if machine is not None:
-        env = json.loads((path / "environment.json").read_text())
-        env["machine"] = machine
-        (path / "environment.json").write_text(json.dumps(env))
-    return path
+    return write_results(directory, sample_cases(scale, counters, noise), host=host,
+                         machine=machine)
 
 
 MACHINE = {"clock_ghz": 3.6, "peak_gflops": {"1": {"256": 90.0, "512": 115.0},

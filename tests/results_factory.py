@@ -11,21 +11,16 @@ from pathlib import Path
 
 import numpy as np
 
-from convbench.results import schema
-
-
-def _stats(values: np.ndarray) -> dict[str, float]:
-    q1, med, q3 = np.percentile(values, [25, 50, 75])
-    return {"median_s": med, "mean_s": values.mean(), "stdev_s": values.std(ddof=1),
-            "min_s": values.min(), "max_s": values.max(), "iqr_s": q3 - q1,
-            "ci_low_s": np.percentile(values, 25), "ci_high_s": np.percentile(values, 75)}
+from convbench.results import record, schema, stats
 
 
 def write_results(directory: Path, cases: list[dict], *, n_values: int = 10, seed: int = 0,
-                  host: str = "testhost", status: str = "complete") -> Path:
+                  host: str = "testhost", status: str = "complete",
+                  machine: dict | None = None) -> Path:
     """Write a results directory; each case gives layer, algorithm, layout, median (s) and
     optionally threads, vector_width, params, spread (relative), flops, status, reason,
-    layer_count and extra columns."""
+    layer_count and extra columns.  Statistics and derived figures (GFLOP/s, peak share
+    against ``machine``'s limits) come from the record builder a real run uses."""
     import pandas as pd
 
     rng = np.random.default_rng(seed)
@@ -45,6 +40,7 @@ def write_results(directory: Path, cases: list[dict], *, n_values: int = 10, see
                    params=json.dumps(params, sort_keys=True), threads=threads,
                    vector_width=width, baseline=case.get("baseline", False),
                    descriptor=case.get("descriptor", "mb1ic64ih56oc64oh56kh3ph1"),
+                   kernel_version=case.get("kernel_version", "0123456789ab"),
                    layer_count=case.get("layer_count", 1), flops=flops,
                    compulsory_bytes=case.get("compulsory_bytes", 10**6), status=st,
                    reason=case.get("reason", ""), max_abs_err=1e-6, max_rel_err=1e-5,
@@ -54,10 +50,10 @@ def write_results(directory: Path, cases: list[dict], *, n_values: int = 10, see
             med = case["median"]
             vals = med * (1 + case.get("spread", 0.02) * rng.standard_normal(n_values))
             refs = 1e-3 * (1 + 0.01 * rng.standard_normal(n_values))
-            row.update(_stats(vals), n_values=n_values, gflops=flops / np.median(vals) / 1e9,
-                       peak_share=float("nan"), ref_ratio=float(np.median(vals / refs)),
-                       ref_ratio_ci_low=float(np.percentile(vals / refs, 25)),
-                       ref_ratio_ci_high=float(np.percentile(vals / refs, 75)))
+            row.update(stats.summarize(vals), n_values=n_values,
+                       **stats.ratio_summary(vals, refs))
+            row.update(record.derived(flops, row["compulsory_bytes"], row["median_s"],
+                                      threads, width, machine))
             values += [{"case_id": case_id, "round": i, "value": v, "ref_value": r, "loops": 10}
                        for i, (v, r) in enumerate(zip(vals, refs, strict=True))]
         row.update(case.get("extra", {}))
@@ -74,6 +70,8 @@ def write_results(directory: Path, cases: list[dict], *, n_values: int = 10, see
     (directory / schema.MANIFEST).write_text(json.dumps({
         "format_version": schema.FORMAT_VERSION, "suite": "test", "status": status,
         "created": "2026-11-23T00:00:00Z", "planned": [r["case_id"] for r in rows]}))
-    (directory / schema.ENVIRONMENT_JSON).write_text(json.dumps({
-        "host": host, "cpu_model": "Test CPU", "cores": 2}))
+    environment = {"host": host, "cpu_model": "Test CPU", "cores": 2}
+    if machine is not None:
+        environment["machine"] = machine
+    (directory / schema.ENVIRONMENT_JSON).write_text(json.dumps(environment))
     return directory

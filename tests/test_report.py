@@ -110,7 +110,7 @@ def test_single_run_default_output_and_tables_match_the_data(tmp_path, monkeypat
     page = tmp_path / "reports" / "smoke" / "index.html"
     assert f"wrote {Path('reports/smoke/index.html')}" in result.output and page.is_file()
     parsed = _parse(page)
-    table = aggregate.fill_peak_share(load_results(run).table, MACHINE)
+    table = load_results(run).table
     _assert_table_matches(parsed.tables["best-0"], aggregate.best_by_algorithm(table))
     _assert_table_matches(parsed.tables["network-0"], aggregate.network_totals(table))
     _assert_table_matches(parsed.tables["failures-0"], aggregate.failures(table))
@@ -216,12 +216,12 @@ def test_markdown_and_csv_formats(tmp_path):
     assert (out / "runs_joined.csv").is_file()
 
 
-def test_peak_share_is_filled_from_the_runs_machine_limits(tmp_path):
-    table = load_results(sample_run(tmp_path / "r")).table
-    filled = aggregate.fill_peak_share(table, MACHINE)
+def test_peak_share_is_recorded_from_the_runs_machine_limits(tmp_path):
+    filled = load_results(sample_run(tmp_path / "m", machine=MACHINE)).table
     row = filled[(filled.status == "ok") & (filled.threads == 2)].iloc[0]
     assert row["peak_share"] == pytest.approx(row["gflops"] / 230.0)
-    assert aggregate.fill_peak_share(table, None)["peak_share"].isna().all()
+    table = load_results(sample_run(tmp_path / "r")).table
+    assert table["peak_share"].isna().all()
 
 
 def _report(*args) -> tuple[int, str]:

@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from convbench.harness import runner
+from convbench.harness import runner, supervise
 from convbench.harness.plan import build_plan
 from convbench.kernels import layouts
 from convbench.machine import store as machine_store
+from convbench.report.summary import run_summary
 from convbench.results import schema, stats, store
 from convbench.spec.suite import load_suite
 
@@ -68,7 +69,7 @@ def test_directory_has_every_file(tiny_run):
     assert env["workers"]["t1/vauto"]["numba_threading_layer"]
     # idle threads of one library must not spin into the next variant's time
     spin = env["workers"]["t1/vauto"]["spin"]
-    for key, value in runner.QUIET_SPIN_ENV.items():
+    for key, value in supervise.QUIET_SPIN_ENV.items():
         assert spin[key] == os.environ.get(key, value)
 
 
@@ -135,7 +136,7 @@ def test_pyperf_metadata(tiny_run):
 
 
 def test_summary_names_best_variant_per_layer(tiny_run):
-    text = runner.summary(store.load(tiny_run).table.to_dict("records"))
+    text = run_summary(store.load(tiny_run).table)
     assert "conv3x3" in text and "conv1x1" in text and "network total" in text
 
 

@@ -6,6 +6,8 @@ import time
 
 import click
 
+from convbench.status import Status
+
 
 def _problems(targets: tuple[str, ...]):
     """Each target is a suite (path or shipped name) or a benchdnn descriptor."""
@@ -33,15 +35,31 @@ def _problems(targets: tuple[str, ...]):
 @click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--show-skips/--hide-skips", default=False, show_default=True,
               help="List variants that do not apply, with their reason.")
+@click.option("--variant", "variant_id", metavar="ID",
+              help="Only this variant, as results name it (e.g. im2col/nhwc/gemm=blas): "
+                   "what the reproducer lines of run and check use.")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Threads given to numba and BLAS.")
+@click.option("--vector-width", "vector_width", default="auto", show_default=True,
+              help="Vector width of the numba kernels (auto, 256, 512).")
 def command(targets: tuple[str, ...], algorithms: tuple[str, ...], layouts: tuple[str, ...],
-            seed: int, show_skips: bool) -> int:
+            seed: int, show_skips: bool, variant_id: str | None, threads: int,
+            vector_width: str) -> int:
     """Verify kernels on TARGETS (suites or benchdnn descriptors) against the reference.
 
-    Exit code 1 when any variant fails or raises, 0 when all pass.
+    Exit code 1 when any variant fails or raises, 0 when all pass.  Each failing variant
+    ends with a command that reproduces it alone.
     """
+    _apply_settings(threads, vector_width)  # before anything imports numba
+    from convbench.errors import ConvbenchError
     from convbench.harness.check import check_problems
+    from convbench.kernels.base import Variant
     from convbench.textable import format_table
 
+    try:
+        variant = Variant.parse(variant_id) if variant_id else None
+    except ValueError as exc:
+        raise ConvbenchError(f"--variant: {exc}") from None
     problems = _problems(targets)
     lw = max([len("layer")] + [len(p.name) for p in problems])
     vw = 34
@@ -49,7 +67,7 @@ def command(targets: tuple[str, ...], algorithms: tuple[str, ...], layouts: tupl
                f"err/bound  seconds  reason")
 
     def show(row) -> None:
-        if row.status == "skip" and not show_skips:
+        if row.status == Status.SKIP and not show_skips:
             return
         status = row.status if row.ok else row.status.upper()
         click.echo(f"{row.layer:<{lw}}  {row.variant:<{vw}}  {status:<6}  {row.max_abs:11.2e}"
@@ -58,20 +76,52 @@ def command(targets: tuple[str, ...], algorithms: tuple[str, ...], layouts: tupl
 
     t0 = time.perf_counter()
     rows = check_problems(problems, algorithms or None, layouts or None, seed=seed,
-                          on_row=show)
+                          on_row=show, variant=variant, threads=threads,
+                          vector_width=vector_width)
     elapsed = time.perf_counter() - t0
-    ran = [r for r in rows if r.status != "skip"]
+    ran = [r for r in rows if r.status != Status.SKIP]
     bad = [r for r in rows if not r.ok]
     summary = [("algorithm", "variants", "failed", "skipped", "worst err/bound", "worst abs")]
     for alg in dict.fromkeys(r.algorithm for r in rows):
         mine = [r for r in rows if r.algorithm == alg]
-        checked = [r for r in mine if r.status in ("pass", "fail")]
+        checked = [r for r in mine if r.status in (Status.OK, Status.FAIL)]
         summary.append((alg, str(len(mine)), str(sum(not r.ok for r in mine)),
-                        str(sum(r.status == "skip" for r in mine)),
+                        str(sum(r.status == Status.SKIP for r in mine)),
                         f"{max((r.bound_ratio for r in checked), default=float('nan')):.3f}",
                         f"{max((r.max_abs for r in checked), default=float('nan')):.2e}"))
     click.echo("")
     click.echo(format_table(summary, right=(1, 2, 3, 4, 5)))
     click.echo(f"\n{len(problems)} problems, {len(ran)} variants run, {len(bad)} failed, "
                f"{len(rows) - len(ran)} skipped, {elapsed:.1f} s")
+    if bad:
+        click.echo("reproduce a case alone:")
+        for row in bad:
+            click.echo(f"  {row.identity.reproducer()}    # {row.status}")
     return 1 if bad else 0
+
+
+def _apply_settings(threads: int, vector_width: str) -> None:
+    """Threads for numba and BLAS; the vector width before numba is first imported (it
+    reads NUMBA_CPU_FEATURES once)."""
+    import os
+    import sys
+
+    from convbench.errors import ConvbenchError
+    from convbench.harness.worker import FEATURES_ENV, apply_vector_width
+    from convbench.spec.suite import VECTOR_WIDTHS
+
+    if threads > (os.cpu_count() or 1):
+        raise ConvbenchError(f"--threads {threads}: this machine has {os.cpu_count()} cores")
+    if vector_width not in VECTOR_WIDTHS:
+        raise ConvbenchError(f"--vector-width: expected one of {', '.join(VECTOR_WIDTHS)}, "
+                             f"got {vector_width!r}")
+    before = os.environ.get(FEATURES_ENV)
+    apply_vector_width(vector_width)
+    if "numba" in sys.modules and os.environ.get(FEATURES_ENV) != before:
+        raise ConvbenchError("--vector-width: numba is already loaded in this process; run "
+                             "`convbench check` as a command of its own")
+    import numba
+    import threadpoolctl
+
+    numba.set_num_threads(threads)
+    threadpoolctl.threadpool_limits(threads)

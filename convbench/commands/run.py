@@ -46,6 +46,7 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
     --resume completes.  Exit code 1 when any case failed, crashed, timed out or raised.
     """
     from convbench.errors import ConvbenchError
+    from convbench.harness import options as run_options
     from convbench.harness import runner
     from convbench.harness.plan import format_duration
 
@@ -59,14 +60,14 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
         overrides = {k: v for k, v in (("min_time", min_time), ("values", n_values),
                                        ("warmups", warmups), ("timeout", timeout))
                      if v is not None}
-        options = runner.RunOptions(only=only, exclude=exclude, counters=counters,
+        options = run_options.RunOptions(only=only, exclude=exclude, counters=counters,
                                     seed=seed, timing=overrides,
                                     threads=_thread_list(threads),
                                     vector_widths=_width_list(vector_widths))
         if dry_run:
             from convbench.spec.suite import load_suite
 
-            plan = runner.make_plan(load_suite(suite), options)
+            plan = run_options.make_plan(load_suite(suite), options)
             groups = plan.groups(plan.runnable)
             click.echo(f"{len(plan.cases)} cases ({len(plan.runnable)} to measure, "
                        f"{len(plan.cases) - len(plan.runnable)} skipped) in {len(groups)} "
@@ -76,15 +77,18 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
                        f"warmups + {plan.timing.values} values) per case plus compile and "
                        f"worker start allowances; kernels slower than min_time take longer)")
             return 0
-        runner.check_counters_available(counters)
+        run_options.check_counters_available(counters)
         outcome = runner.run_suite(suite, output, options, quiet)
-    click.echo(runner.summary(outcome.rows))
+    from convbench.report.summary import run_summary
+    from convbench.results.store import to_frame
+    from convbench.status import Status
+
+    click.echo(run_summary(to_frame(outcome.rows)))
     click.echo(f"results: {outcome.path}")
     if outcome.interrupted:
         click.echo(f"interrupted; finish with: convbench run --resume {outcome.path}", err=True)
         return 130
-    bad = [r for r in outcome.rows if r["status"] not in ("ok", "skip")]
-    return 1 if bad else 0
+    return 1 if any(Status.of(r["status"]).broken for r in outcome.rows) else 0
 
 
 def _thread_list(text: str | None) -> tuple[int, ...]:

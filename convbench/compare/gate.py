@@ -57,6 +57,15 @@ class VariantResult:
         return self.time.verdict
 
     @property
+    def code_changed(self) -> bool | None:
+        """Whether the kernel's code differs between the runs (None: a side lacks the
+        version, e.g. a results directory of format 1 or a one-sided variant)."""
+        if self.baseline is None or self.current is None:
+            return None
+        versions = self.baseline.kernel_version, self.current.kernel_version
+        return None if not all(versions) else versions[0] != versions[1]
+
+    @property
     def instruction_verdict(self) -> str | None:
         return self.instructions.verdict if self.instructions else None
 

@@ -1,10 +1,12 @@
 """Reading both sides of a comparison and pairing their variants by identity.
 
-A side is a results directory (``convbench run``) or a pyperf JSON file.  Results
-directories pair on :data:`convbench.results.schema.IDENTITY` (layer, variant, threads,
-vector width); pyperf files on the benchmark name.  Variants found on one side only are
-kept and listed, never dropped; a different host or different library versions give
-warnings that name what differs.
+A side is a results directory (``convbench run``) or a pyperf JSON file.  Both pair on the
+case key of :mod:`convbench.identity` (layer, variant, threads, vector width), and a pair
+must measure the same problem: a layer that kept its name but changed its shape is a
+different problem, and comparing it would report a false change, so :func:`match` refuses
+(a ConvbenchError naming the layers: exit 2).  Variants found on one side only are kept
+and listed, never dropped; a different host or different library versions give warnings
+that name what differs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from convbench.errors import ConvbenchError
+from convbench.identity import CaseKey, parse_case_id, parse_pyperf_name
 from convbench.results import schema
 
 # The column of simulated instructions per call (callgrind's Ir) that deterministic mode
@@ -49,6 +52,8 @@ class Sample:
     values: np.ndarray = field(default_factory=lambda: np.empty(0))
     normalised: np.ndarray | None = None   # value / ref_value per round, when measured
     instructions: float = float("nan")     # per call, from INSTRUCTION_COLUMNS
+    descriptor: str = ""                   # the problem measured ("" when not recorded)
+    kernel_version: str = ""               # hash of the kernel's code ("" when unknown)
 
     @property
     def ok(self) -> bool:
@@ -101,12 +106,9 @@ def _watched(key: str) -> bool:
                    for p in parts[:-1]))
 
 
-def _case_fields(name: str) -> tuple[str, str, int | None, str]:
-    """Layer, variant, threads and width from a case id ``layer|variant|t<n>|v<w>``."""
-    parts = name.split("|")
-    if len(parts) == 4 and parts[2][:1] == "t" and parts[2][1:].isdigit() and parts[3][:1] == "v":
-        return parts[0], parts[1], int(parts[2][1:]), parts[3][1:]
-    return name, "", None, ""
+def _text(x: Any) -> str:
+    """A string cell; missing (None, pandas NA) as ""."""
+    return x if isinstance(x, str) else ""
 
 
 def _as_float(x: Any) -> float:
@@ -153,7 +155,8 @@ def _results_side(run: Any, instruction_column: str | None) -> Side:
             status=str(row["status"]), reason=str(row.get("reason") or ""), values=raw,
             normalised=normalised if has_ref else None,
             instructions=_as_float(row.get(instruction_column)) if instruction_column
-            else float("nan"))
+            else float("nan"), descriptor=_text(row.get("descriptor")),
+            kernel_version=_text(row.get("kernel_version")))
     env = {k: v for k, v in _flatten(run.environment) if _watched(k)}
     env.update({f"manifest.{k}": v for k, v in run.manifest.items() if "version" in k})
     suite_copy = path / schema.SUITE_COPY
@@ -172,11 +175,15 @@ def _load_pyperf_side(path: Path) -> Side:
     env: dict[str, Any] = {}
     for bench in suite.get_benchmarks():
         name = bench.get_name()
-        layer, variant, threads, width = _case_fields(name)
-        samples[(name,)] = Sample(key=(name,), case_id=name, suite="", layer=layer,
-                                  variant=variant, threads=threads, vector_width=width,
-                                  status="ok", values=np.asarray(bench.get_values(), float))
         meta = bench.get_metadata()
+        # convbench's pyperf.json names benchmarks layer/variant/t1/vauto; case ids work too
+        key = parse_pyperf_name(name) or parse_case_id(name) or CaseKey(name, "", 0, "")
+        samples[(name,)] = Sample(key=(name,), case_id=name, suite="", layer=key.layer,
+                                  variant=key.variant, threads=key.threads or None,
+                                  vector_width=key.vector_width, status="ok",
+                                  values=np.asarray(bench.get_values(), float),
+                                  descriptor=str(meta.get("descriptor", "")),
+                                  kernel_version=str(meta.get("kernel_version", "")))
         env.update({k: meta[k] for k in PYPERF_HOST_KEYS if k in meta})
     return Side(path, "pyperf", samples, env)
 
@@ -222,9 +229,27 @@ def environment_warnings(base: Side, cur: Side) -> list[str]:
     return warnings
 
 
+def different_problems(pairs: list[tuple[Sample, Sample]]) -> dict[str, tuple[str, str]]:
+    """Layers whose paired cases measured different problems: layer -> (baseline, current)
+    descriptors.  A side that did not record its descriptor cannot disagree."""
+    changed: dict[str, tuple[str, str]] = {}
+    for b, c in pairs:
+        if b.descriptor and c.descriptor and b.descriptor != c.descriptor:
+            changed.setdefault(b.layer, (b.descriptor, c.descriptor))
+    return changed
+
+
 def match(base: Side, cur: Side) -> Matching:
-    """Pair the variants of both sides; list the ones found on one side only."""
+    """Pair the variants of both sides; list the ones found on one side only.  Refuses
+    (ConvbenchError) when a paired layer measured different problems."""
     pairs = [(base.samples[k], cur.samples[k]) for k in base.samples if k in cur.samples]
+    changed = different_problems(pairs)
+    if changed:
+        what = "; ".join(f"layer {layer!r} is {b} in the baseline and {c} in the current run"
+                         for layer, (b, c) in changed.items())
+        raise ConvbenchError(f"{base.path} and {cur.path} measured different problems under "
+                             f"the same name: {what}; rename the layer or compare runs of "
+                             f"the same suite")
     only_base = [s for k, s in base.samples.items() if k not in cur.samples]
     only_cur = [s for k, s in cur.samples.items() if k not in base.samples]
     warnings = environment_warnings(base, cur)

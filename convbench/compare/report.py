@@ -36,7 +36,7 @@ def record(r: VariantResult, fail_on: str) -> dict[str, Any]:
     out: dict[str, Any] = {
         "case_id": s.case_id, "layer": s.layer, "variant": s.variant, "threads": s.threads,
         "vector_width": s.vector_width, "state": r.state, "verdict": verdict_text(r),
-        "fails": r.fails(fail_on),
+        "fails": r.fails(fail_on), "kernel_code": _code_text(r),
         "baseline": None if r.baseline is None else {
             "status": r.baseline.status, "reason": r.baseline.reason,
             "median_s": _median(r.baseline.values)},
@@ -55,6 +55,11 @@ def record(r: VariantResult, fail_on: str) -> dict[str, Any]:
                                "current": i.current, "column": i.column,
                                "threshold": i.threshold}
     return out
+
+
+def _code_text(r: VariantResult) -> str:
+    """Whether the kernel's code changed between the runs: changed, same or unknown."""
+    return {True: "changed", False: "same", None: "unknown"}[r.code_changed]
 
 
 def _time_dict(t: stats.TimeDecision) -> dict[str, Any]:
@@ -103,11 +108,12 @@ def _rows(comparison: Comparison, fail_on: str) -> list[tuple[str, ...]]:
             "" if t is None or math.isnan(t.p_value) else f"{t.p_value:.2g}",
             "" if t is None else f"{t.n_baseline}/{t.n_current}",
             "" if t is None else t.basis + (f" ({t.note})" if t.note else ""),
-            "" if r.instructions is None else f"{r.instructions.ratio - 1:+.2%}"))
+            "" if r.instructions is None else f"{r.instructions.ratio - 1:+.2%}",
+            _code_text(r)))
     return rows
 
 
-HEADER = ("verdict", "variant", "change", "ratio [CI]", "p", "n", "basis", "instr")
+HEADER = ("verdict", "variant", "change", "ratio [CI]", "p", "n", "basis", "instr", "code")
 
 
 def summary(comparison: Comparison, fail_on: str) -> str:

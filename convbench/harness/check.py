@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from convbench.harness.inputs import make_inputs
 from convbench.harness.verify import verify
+from convbench.identity import CaseKey
 from convbench.kernels import registry
-from convbench.kernels.base import ParamValue
+from convbench.kernels.base import ParamValue, Variant
 from convbench.kernels.reference import Reference
 from convbench.spec.problem import ConvProblem
+from convbench.status import Status
 
 
 @dataclass(frozen=True)
@@ -20,16 +22,39 @@ class CheckRow:
     descriptor: str
     variant: str
     algorithm: str
-    status: str             # pass, fail, error, skip
+    status: Status          # ok, fail, error or skip
     max_abs: float = float("nan")
     max_rel: float = float("nan")
     bound_ratio: float = float("nan")   # worst error / tolerance bound; <= 1 passes
     reason: str = ""
     seconds: float = float("nan")
+    threads: int = 1
+    vector_width: str = "auto"
 
     @property
     def ok(self) -> bool:
-        return self.status in ("pass", "skip")
+        return self.status.acceptable
+
+    @property
+    def identity(self) -> CaseKey:
+        return CaseKey(self.layer, self.variant, self.threads, self.vector_width,
+                       self.descriptor)
+
+
+def _candidates(problem: ConvProblem, algorithms: tuple[str, ...] | None,
+                layouts: tuple[str, ...] | None,
+                params: Mapping[str, Mapping[str, tuple[ParamValue, ...]]] | None,
+                variant: Variant | None) -> Iterator[tuple[Variant, str | None]]:
+    """The (variant, skip reason) pairs to check: one named variant, or the registry's."""
+    if variant is None:
+        yield from registry.variants(problem, algorithms, layouts, params)
+        return
+    alg = registry.get(variant.algorithm)
+    if variant.layout not in alg.layouts:
+        yield variant, (f"{variant.algorithm} runs in {', '.join(alg.layouts)}, not "
+                        f"{variant.layout}")
+        return
+    yield variant, alg.applies(problem, variant.layout, variant.param_dict)
 
 
 def check_problems(problems: Iterable[ConvProblem],
@@ -37,22 +62,27 @@ def check_problems(problems: Iterable[ConvProblem],
                    layouts: tuple[str, ...] | None = None,
                    params: Mapping[str, Mapping[str, tuple[ParamValue, ...]]] | None = None,
                    seed: int = 0,
-                   on_row: Callable[[CheckRow], None] | None = None) -> list[CheckRow]:
-    """Check each problem's variants; ``on_row`` sees each row as it is produced."""
+                   on_row: Callable[[CheckRow], None] | None = None,
+                   variant: Variant | None = None, threads: int = 1,
+                   vector_width: str = "auto") -> list[CheckRow]:
+    """Check each problem's variants (only ``variant`` when given); ``on_row`` sees each
+    row as it is produced.  ``threads`` and ``vector_width`` are recorded in the rows, the
+    caller applies them (numba reads the width once, at import)."""
     rows: list[CheckRow] = []
     for problem in problems:
         x, w = make_inputs(problem, seed)
         reference: Reference | None = None
-        for variant, skip in registry.variants(problem, algorithms, layouts, params):
-            base = {"layer": problem.name, "descriptor": str(problem), "variant": variant.id,
-                    "algorithm": variant.algorithm}
+        for candidate, skip in _candidates(problem, algorithms, layouts, params, variant):
+            base = {"layer": problem.name, "descriptor": str(problem),
+                    "variant": candidate.id, "algorithm": candidate.algorithm,
+                    "threads": threads, "vector_width": vector_width}
             if skip is not None:
-                row = CheckRow(**base, status="skip", reason=skip)
+                row = CheckRow(**base, status=Status.SKIP, reason=skip)
             else:
                 if reference is None:
                     reference = Reference(problem, x, w)
                 t0 = time.perf_counter()
-                verdict, _ = verify(problem, variant, reference, x, w)
+                verdict, _ = verify(problem, candidate, reference, x, w)
                 elapsed = time.perf_counter() - t0
                 rep = verdict.report
                 row = CheckRow(**base, status=verdict.status, reason=verdict.reason,

@@ -1,7 +1,7 @@
 """The plan of a run: the suite's sweep expanded into cases, filtered, grouped and estimated.
 
 A case is one layer x variant (algorithm, layout, parameters) x thread count x vector
-width, with a stable id (``layer|variant|t<threads>|v<width>``, schema.COLUMNS "case_id").
+width; its identity (id, pyperf name, the problem it measures) is :mod:`convbench.identity`.
 Variants that do not apply are kept as cases with a skip reason (recorded, never dropped).
 Cases of one layer with the same threads and vector width form a *group*: one worker
 process times them round-robin together with the in-run reference kernel.
@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from convbench.errors import ConvbenchError
+from convbench.identity import CaseKey
 from convbench.kernels import registry
 from convbench.kernels.base import Variant
 from convbench.spec.problem import ConvProblem
@@ -43,24 +44,25 @@ class Case:
     vector_width: str
     skip_reason: str | None = None
     baseline: bool = False
+    kernel_version: str = ""    # registry.kernel_version of the algorithm's code
 
     @property
     def layer(self) -> str:
         return self.problem.name
 
     @property
+    def identity(self) -> CaseKey:
+        return CaseKey(self.layer, self.variant.id, self.threads, self.vector_width,
+                       str(self.problem))
+
+    @property
     def case_id(self) -> str:
-        return f"{self.layer}|{self.variant.id}|t{self.threads}|v{self.vector_width}"
+        return self.identity.case_id
 
     @property
     def group(self) -> tuple[str, int, str]:
         """Cases sharing a group run round-robin in one worker process."""
         return (self.layer, self.threads, self.vector_width)
-
-    @property
-    def pyperf_name(self) -> str:
-        """Readable benchmark name, e.g. ``res2a/im2col/nhwc/gemm=blas/t1/vauto``."""
-        return f"{self.layer}/{self.variant.id}/t{self.threads}/v{self.vector_width}"
 
     def field(self, key: str) -> str:
         values = {"case": self.case_id, "layer": self.layer, "algorithm": self.variant.algorithm,
@@ -152,7 +154,8 @@ def build_plan(suite: Suite, only: Sequence[str] = (), exclude: Sequence[str] = 
             for width in sweep.vector_widths:
                 for variant, skip in found:
                     case = Case(suite.name, layer.problem, layer.count, variant, threads,
-                                width, skip, registry.get(variant.algorithm).baseline)
+                                width, skip, registry.get(variant.algorithm).baseline,
+                                registry.kernel_version(variant.algorithm))
                     if keep and not any(f.matches(case) for f in keep):
                         continue
                     if any(f.matches(case) for f in drop):

@@ -13,6 +13,7 @@ from convbench.kernels import layouts, registry
 from convbench.kernels.base import Prepared, Variant
 from convbench.kernels.reference import ErrorReport, Reference
 from convbench.spec.problem import ConvProblem
+from convbench.status import Status
 
 
 @dataclass
@@ -43,7 +44,7 @@ def prepare(problem: ConvProblem, variant: Variant, x_nchw: np.ndarray,
 
 @dataclass
 class Verdict:
-    status: str                 # "pass", "fail" (wrong answer) or "error" (raised)
+    status: Status              # OK, FAIL (wrong answer) or ERROR (raised)
     report: ErrorReport | None
     reason: str = ""
     prepare_seconds: float = float("nan")
@@ -62,8 +63,8 @@ def verify(problem: ConvProblem, variant: Variant, reference: Reference,
     except Exception as exc:  # a broken kernel is a result, not a crash of the sweep
         last = traceback.extract_tb(exc.__traceback__)[-1]
         where = f" ({last.filename.rsplit('/', 1)[-1]}:{last.lineno})"
-        return Verdict("error", None, f"{type(exc).__name__}: {exc}{where}"), None
+        return Verdict(Status.ERROR, None, f"{type(exc).__name__}: {exc}{where}"), None
     report = reference.compare(execution.output_nchw(problem), alg.error_growth)
-    status = "pass" if report.passed else "fail"
+    status = Status.OK if report.passed else Status.FAIL
     return (Verdict(status, report, report.reason, execution.prepare_seconds, first),
             execution)

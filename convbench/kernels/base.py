@@ -134,3 +134,32 @@ class Variant:
         """Readable, stable identity, e.g. ``im2col/nhwc/gemm=blas``."""
         parts = [self.algorithm, self.layout] + [f"{k}={v}" for k, v in self.params]
         return "/".join(parts)
+
+    @classmethod
+    def parse(cls, text: str) -> Variant:
+        """The variant an :attr:`id` names; parameter values become int, float or bool
+        where they read as one (the id does not record types).  ValueError when ``text``
+        is not ``algorithm/layout[/name=value...]``."""
+        algorithm, _, rest = text.partition("/")
+        layout, _, rest = rest.partition("/")
+        if not algorithm or not layout:
+            raise ValueError(f"variant {text!r}: expected algorithm/layout[/name=value...]")
+        params: dict[str, ParamValue] = {}
+        for part in filter(None, rest.split("/")):
+            name, sep, value = part.partition("=")
+            if not sep or not name:
+                raise ValueError(f"variant {text!r}: expected name=value, got {part!r}")
+            params[name] = _typed(value)
+        return cls.of(algorithm, layout, params)
+
+
+def _typed(value: str) -> ParamValue:
+    """A parameter value as the id prints it, back to the value (str when nothing else)."""
+    if value in ("True", "False"):
+        return value == "True"
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value

@@ -31,16 +31,29 @@ def algorithms() -> dict[str, Algorithm]:
     names = [f"convbench.kernels.{info.name}"
              for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name)
              if info.name not in _NOT_ALGORITHMS and not info.name.startswith("_")]
-    extra = os.environ.get(EXTRA_KERNELS_ENV, "")
-    names += [name.strip() for name in extra.split(",") if name.strip()]
+    extra = [name.strip() for name in os.environ.get(EXTRA_KERNELS_ENV, "").split(",")
+             if name.strip()]
     found: dict[str, Algorithm] = {}
-    for name in names:
-        module = importlib.import_module(name)
+    for name in names + extra:
+        module = importlib.import_module(name) if name not in extra else _import_extra(name)
         for alg in getattr(module, "ALGORITHMS", ()):
             if alg.name in found:
                 raise RuntimeError(f"algorithm {alg.name!r} registered twice")
             found[alg.name] = alg
     return found
+
+
+def _import_extra(name: str) -> object:
+    """An extra kernel module, found from the current directory too: ``python -m`` puts it
+    on sys.path but the ``convbench`` script does not, and reproducer lines use the script."""
+    import sys
+
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ConvbenchError(f"{EXTRA_KERNELS_ENV}: cannot import {name!r} ({exc})") from None
 
 
 def get(name: str) -> Algorithm:
@@ -66,3 +79,14 @@ def variants(problem: ConvProblem, names: tuple[str, ...] | None = None,
                 continue
             for combo in alg.param_grid(params.get(name)):
                 yield Variant.of(name, layout, combo), alg.applies(problem, layout, combo)
+
+
+@cache
+def kernel_version(name: str) -> str:
+    """A short hash of the source of the module defining algorithm ``name``."""
+    import hashlib
+    import inspect
+    import sys
+
+    module = sys.modules[get(name).build.__module__]
+    return hashlib.sha256(inspect.getsource(module).encode()).hexdigest()[:12]

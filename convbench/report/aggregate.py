@@ -19,22 +19,6 @@ DIRECT = "direct"
 SETTING = ["layer", "threads"]
 
 
-def fill_peak_share(table: pd.DataFrame, machine: dict[str, Any] | None) -> pd.DataFrame:
-    """Where ``run`` left peak_share empty but the run's environment has machine limits,
-    compute it from them (GFLOP/s over the peak at the case's threads and width)."""
-    from convbench.machine.store import peak_for
-
-    if not machine or "gflops" not in table:
-        return table
-    peak = [peak_for(machine, int(t), str(w)) if pd.notna(t) else np.nan
-            for t, w in zip(table["threads"], table["vector_width"], strict=True)]
-    share = table["gflops"] / pd.Series(peak, index=table.index, dtype="float64")
-    table = table.copy()
-    table["peak_share"] = table["peak_share"].astype("float64").fillna(share) \
-        if "peak_share" in table else share
-    return table
-
-
 def ok_rows(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["status"] == "ok"].copy()
 

@@ -34,8 +34,7 @@ def load_runs(paths: list[Path]) -> Loaded:
             name, k = f"{results.name} ({k})", k + 1
         names.append(name)
         envs[name] = results.environment
-        tables[name] = aggregate.fill_peak_share(results.table,
-                                                 results.environment.get("machine"))
+        tables[name] = results.table
     return Loaded(names, tables, envs)
 
 

@@ -1,4 +1,4 @@
-"""Reading a results directory back: checks it is complete and of a known format version."""
+"""Reading a results directory back: checks it is complete; older formats are upgraded."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 from convbench.errors import ConvbenchError
 from convbench.results import schema
+from convbench.results.upgrade import Contents, upgrade
 
 
 class ResultsError(ConvbenchError):
@@ -58,12 +59,13 @@ def load_results(path: str | Path, allow_partial: bool = False) -> Results:
         raise ResultsError(f"{path}: not a complete results directory, missing "
                            f"{', '.join(missing)}")
     manifest = _read_json(path / schema.MANIFEST)
-    version = manifest.get("format_version")
-    if version != schema.FORMAT_VERSION:
-        raise ResultsError(f"{path}: results format version {version!r}, this convbench reads "
-                           f"version {schema.FORMAT_VERSION}; re-run the suite")
-    table = pd.read_parquet(path / schema.RESULTS_PARQUET)
-    absent = [c for c in schema.IDENTITY + ("status", "median_s") if c not in table.columns]
+    try:
+        contents = upgrade(Contents(manifest, pd.read_parquet(path / schema.RESULTS_PARQUET),
+                                    pd.read_parquet(path / schema.VALUES_PARQUET)), str(path))
+    except ConvbenchError as exc:
+        raise ResultsError(str(exc)) from None
+    manifest, table = contents.manifest, contents.table
+    absent = [c for c in (*schema.IDENTITY, "status", "median_s") if c not in table.columns]
     if absent:
         raise ResultsError(f"{path}/{schema.RESULTS_PARQUET}: missing column(s) "
                            f"{', '.join(absent)}")
@@ -76,4 +78,4 @@ def load_results(path: str | Path, allow_partial: bool = False) -> Results:
                            f"missing; finish it with `convbench run --resume {path}`")
     return Results(path=path, manifest=manifest,
                    environment=_read_json(path / schema.ENVIRONMENT_JSON), table=table,
-                   values=pd.read_parquet(path / schema.VALUES_PARQUET))
+                   values=contents.values)

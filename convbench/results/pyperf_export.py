@@ -11,9 +11,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from convbench.identity import CaseKey
+
 
 def benchmark_name(row: Mapping[str, Any]) -> str:
-    return f"{row['layer']}/{row['variant']}/t{row['threads']}/v{row['vector_width']}"
+    return CaseKey.from_row(dict(row)).pyperf_name
 
 
 def build_suite(rows: Iterable[Mapping[str, Any]], values: Mapping[str, list[float]],
@@ -30,6 +32,8 @@ def build_suite(rows: Iterable[Mapping[str, Any]], values: Mapping[str, list[flo
                     "threads": int(row["threads"]), "vector_width": str(row["vector_width"]),
                     "flops": int(row["flops"]), "layer": str(row["layer"]),
                     "variant": str(row["variant"]), "descriptor": str(row["descriptor"])}
+        if isinstance(row.get("kernel_version"), str) and row["kernel_version"]:
+            metadata["kernel_version"] = row["kernel_version"]
         if cpu_model:
             metadata["cpu_model_name"] = cpu_model
         run = pyperf.Run(list(case_values), warmups=None, metadata=metadata,

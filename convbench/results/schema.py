@@ -21,7 +21,12 @@ named ``ctr_<event>`` (raw counts per call) and derived metrics by their names i
 
 from __future__ import annotations
 
-FORMAT_VERSION = 1
+from convbench.identity import KEY_COLUMNS
+from convbench.status import STATUSES as STATUSES  # re-exported: the status column's words
+
+# 2: adds the kernel_version column; statuses are convbench.status.Status words.
+# Older directories are read through convbench.results.upgrade.
+FORMAT_VERSION = 2
 
 MANIFEST = "manifest.json"
 RESULTS_PARQUET = "results.parquet"
@@ -32,9 +37,6 @@ ENVIRONMENT_JSON = "environment.json"
 SUITE_COPY = "suite.yaml"
 
 REQUIRED_FILES = (MANIFEST, RESULTS_PARQUET, VALUES_PARQUET, ENVIRONMENT_JSON)
-
-# Statuses of a case.  Only "ok" rows carry timing statistics.
-STATUSES = ("ok", "fail", "error", "crash", "timeout", "skip")
 
 # name -> (pandas dtype, meaning)
 COLUMNS: dict[str, tuple[str, str]] = {
@@ -50,7 +52,10 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "vector_width": ("string", "auto | 256 | 512 (NUMBA_CPU_FEATURES in the worker)"),
     "baseline": ("bool", "a library baseline (BLAS / oneDNN), not an own kernel"),
     # the problem
-    "descriptor": ("string", "benchdnn descriptor of the layer"),
+    "descriptor": ("string", "benchdnn descriptor of the layer (part of the case's identity: "
+                             "compare refuses to pair cases whose problems differ)"),
+    "kernel_version": ("string", "hash of the algorithm's module source and the kernel "
+                                 "modules it uses (kernels.registry.kernel_version)"),
     "layer_count": ("int64", "occurrences of the layer in the network"),
     "flops": ("int64", "nominal direct-conv FLOPs of one call"),
     "compulsory_bytes": ("int64", "input + weights + output bytes"),
@@ -92,8 +97,9 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "ref_ratio_ci_high": ("float64", "bootstrap 95% CI of ref_ratio, high"),
 }
 
-# Columns that identify a case across runs (compare and report join on these).
-IDENTITY = ("layer", "variant", "threads", "vector_width")
+# Columns that identify a case across runs (compare and report join on these); the
+# descriptor must agree too (convbench.identity).
+IDENTITY = KEY_COLUMNS
 
 VALUE_COLUMNS: dict[str, tuple[str, str]] = {
     "case_id": ("string", "the case"),

@@ -40,11 +40,11 @@ def conv_problems(draw: st.DrawFn, pointwise: bool = False, max_channels: int = 
 
 def check_variant(problem: ConvProblem, algorithm: str, layout: str,
                   params: Mapping[str, ParamValue] | None = None, seed: int = 0) -> str:
-    """Run one variant through the harness's verify; returns "pass"/"fail" (+ reason)."""
+    """Run one variant through the harness's verify; returns "ok"/"fail" (+ reason)."""
     x, w = make_inputs(problem, seed)
     verdict, _ = verify(problem, Variant.of(algorithm, layout, params), Reference(problem, x, w),
                         x, w)
-    return verdict.status if verdict.status == "pass" else f"{verdict.status}: {verdict.reason}"
+    return verdict.status if verdict.status == "ok" else f"{verdict.status}: {verdict.reason}"
 
 
 def compare_output(problem: ConvProblem, y_nchw: np.ndarray, growth: float = 1.0,

@@ -31,7 +31,7 @@ def _check_all(problem: ConvProblem, algorithm: str) -> int:
         if skip is not None:
             continue
         verdict, _ = verify(problem, variant, reference, x, w)
-        assert verdict.status == "pass", f"{variant.id} on {problem}: {verdict.reason}"
+        assert verdict.status == "ok", f"{variant.id} on {problem}: {verdict.reason}"
         checked += 1
     return checked
 

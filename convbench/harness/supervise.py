@@ -1,0 +1,175 @@
+"""One worker process seen from the runner: start it, read its messages, enforce time limits.
+
+The runner follows the worker's :class:`~convbench.harness.protocol.Enter` messages to know
+which case is running, charges elapsed time to it, and kills the worker when a case
+exceeds its limit.  How the worker ended is a :class:`WorkerEnd`: the cases it finished and,
+when it died or hung, the case it was running (the culprit) with a status and a reason.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from convbench.harness.protocol import CaseSpec, Counts, Enter, Job, Message, Result, decode
+from convbench.status import Status
+
+if TYPE_CHECKING:
+    from convbench.harness.plan import Case
+    from convbench.spec.suite import TimingOptions
+
+STARTUP_LIMIT_S = 120.0   # imports, the reference kernel: time charged to no case
+SIM_SLOWDOWN = 100        # a simulated counting pass may take this much longer
+
+# Idle worker threads of one library spin and steal the cores from the next variant of a
+# round (or from the BLAS reference).  Defaults spin long: OpenBLAS 2^28 cycles (~70 ms),
+# libgomp (numba's omp layer, PyTorch) 300k iterations (2-20 ms): at 2 threads on 2 cores
+# our packed GEMM right after np.matmul ran at 69-92 GFLOP/s instead of 173-184, and
+# OpenBLAS after it at 122-134 instead of 195.  Shorter spins (~20 us and 10k iterations)
+# gave both their quiet-machine speed with no idle gap, and cost nothing measurable to
+# back-to-back calls: OpenBLAS 128^3-1024^3, oneDNN convs 0.15-2.4 ms (OMP_WAIT_POLICY=
+# PASSIVE, by contrast, made oneDNN 1.2-2.1x slower).  A user's own setting wins.
+QUIET_SPIN_ENV = {"OPENBLAS_THREAD_TIMEOUT": "16", "GOMP_SPINCOUNT": "10000"}
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class WorkerEnd:
+    """How a worker ended: the case it was running when it died or hung (if any)."""
+
+    finished: set[str] = field(default_factory=set)
+    culprit: str | None = None
+    status: Status | None = None   # CRASH, TIMEOUT or ERROR, for the culprit or the rest
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class _OutOfTime:
+    """Not a worker message: the current stretch ran past its limit."""
+
+    case: str | None
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(code).name
+    except ValueError:
+        return f"signal {code}"
+
+
+def _tail(path: Path, lines: int = 3) -> str:
+    text = path.read_text(errors="replace").strip().splitlines()
+    return " | ".join(text[-lines:])
+
+
+class WorkerProcess:
+    """One worker process running ``job`` (the cases of one group)."""
+
+    def __init__(self, job: Job, timeout: float, prefix: Sequence[str] = ()):
+        self.job = job
+        self.timeout = timeout * (SIM_SLOWDOWN if job.count_only else 1)
+        self.tmp = Path(tempfile.mkdtemp(prefix="convbench-worker-"))
+        (self.tmp / "job.json").write_text(job.to_json())
+        self.log = self.tmp / "worker.log"
+        read_fd, write_fd = os.pipe()
+        env = {**QUIET_SPIN_ENV, **os.environ}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT),
+                                                          env.get("PYTHONPATH")]))
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [*prefix, sys.executable, "-m", "convbench.harness.worker",
+                 "--job", str(self.tmp / "job.json"), "--fd", str(write_fd)],
+                pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                env=env)
+        os.close(write_fd)
+        self.read_fd = read_fd
+
+    def _messages(self) -> Iterator[Message | _OutOfTime]:
+        """The worker's messages; an _OutOfTime when the current stretch runs out."""
+        buffer = b""
+        current: str | None = None
+        spent: dict[str | None, float] = {}
+        since = time.monotonic()
+        while True:
+            limit = (STARTUP_LIMIT_S if current is None
+                     else self.timeout - spent.get(current, 0.0))
+            wait = max(0.0, since + limit - time.monotonic())
+            ready, _, _ = select.select([self.read_fd], [], [], wait)
+            if not ready:
+                yield _OutOfTime(current)
+                return
+            chunk = os.read(self.read_fd, 1 << 16)
+            if not chunk:
+                return
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                message = decode(line)
+                if isinstance(message, Enter):
+                    now = time.monotonic()
+                    if current is not None:
+                        spent[current] = spent.get(current, 0.0) + now - since
+                    current, since = message.case, now
+                yield message
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        os.close(self.read_fd)
+        for f in self.tmp.iterdir():
+            f.unlink()
+        self.tmp.rmdir()
+
+    def run(self, on_message: Callable[[Message], None]) -> WorkerEnd:
+        """Hand every message to ``on_message`` until the worker ends; say how it ended."""
+        end = WorkerEnd()
+        current: str | None = None
+        phase = "starting"
+        try:
+            for message in self._messages():
+                if isinstance(message, _OutOfTime):
+                    self.proc.kill()
+                    what = f"{self.timeout:g} s" if message.case else f"{STARTUP_LIMIT_S:g} s"
+                    end.culprit, end.status = message.case, Status.TIMEOUT
+                    end.reason = (f"killed after exceeding the time limit of {what} "
+                                  f"({phase})")
+                    return end
+                if isinstance(message, Enter):
+                    current, phase = message.case, message.phase
+                elif isinstance(message, Result | Counts):
+                    end.finished.add(message.case)
+                on_message(message)
+            code = self.proc.wait()
+            if code == 0 and len(end.finished) == len(self.job.cases):
+                return end
+            if code < 0:
+                end.status = Status.CRASH
+                end.reason = f"worker killed by {_signal_name(-code)} ({phase})"
+            else:
+                end.status = Status.ERROR
+                end.reason = f"worker exited with code {code} ({phase}): {_tail(self.log)}"
+            end.culprit = current if current not in end.finished else None
+            return end
+        finally:
+            self.close()
+
+
+def job_for(cases: Sequence[Case], timing: TimingOptions, counters: str, seed: int,
+            count_only: bool = False) -> Job:
+    """The job of one group's cases."""
+    case = cases[0]
+    return Job(threads=case.threads, vector_width=case.vector_width,
+               problem={**case.problem.shape_fields, "name": case.problem.name},
+               cases=tuple(CaseSpec(c.case_id, c.variant.algorithm, c.variant.layout,
+                                    c.variant.param_dict) for c in cases),
+               timing=asdict(timing), counters=counters, count_only=count_only, seed=seed)

@@ -1,0 +1,95 @@
+"""The closing summary of ``convbench run``: a terminal view of the report's aggregation.
+
+Per layer *and* thread count the fastest case, and per thread count the network total,
+taken from :mod:`convbench.report.aggregate` exactly as the report shows them (a 2-thread
+time is no rival to a 1-thread one, so nothing here picks across thread counts).  Then the
+case counts by status and, for every broken case, the command that reproduces it alone.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from convbench.identity import CaseKey
+from convbench.report import aggregate
+from convbench.status import BROKEN, STATUSES
+from convbench.textable import format_table
+
+MAX_REPRODUCERS = 20
+
+
+def human_seconds(s: float) -> str:
+    """A time in the unit that reads best: us, ms or s, four significant digits."""
+    if s is None or math.isnan(s):
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if s >= scale or unit == "us":
+            return f"{s / scale:.4g} {unit}"
+    raise AssertionError("unreachable")
+
+
+def _ratio(value: float) -> str:
+    return "-" if value is None or pd.isna(value) else f"{value:.2f}"
+
+
+def best_table(table: pd.DataFrame) -> str:
+    """Per thread count and layer: the best plan's variant, time, GFLOP/s, speed-ups."""
+    plan = aggregate.best_plan(table)
+    best = aggregate.best_by_algorithm(table)
+    speedups = best.set_index(["layer", "threads", "variant"])[
+        ["vector_width", "speedup_vs_direct", "speedup_vs_baseline"]]
+    rows = [("t", "layer", "count", "best variant", "v", "median", "GFLOP/s", "x direct",
+             "x library")]
+    for r in plan.itertuples(index=False):
+        extra = speedups.loc[(r.layer, r.threads, r.variant)]
+        if isinstance(extra, pd.DataFrame):  # the same variant at two widths: the fastest
+            extra = extra.iloc[0]
+        rows.append((str(r.threads), r.layer, str(r.layer_count), r.variant,
+                     str(extra["vector_width"]), human_seconds(r.median_s), f"{r.gflops:.2f}",
+                     _ratio(extra["speedup_vs_direct"]), _ratio(extra["speedup_vs_baseline"])))
+    return format_table(rows, right=(0, 2, 5, 6, 7, 8))
+
+
+def network_lines(table: pd.DataFrame) -> list[str]:
+    """One line per thread count: the best plan's count-weighted network time."""
+    totals = aggregate.network_totals(table)
+    lines = []
+    for r in totals[totals["plan"] == "best plan"].itertuples(index=False):
+        if pd.isna(r.network_s):
+            lines.append(f"network total at {r.threads} thread(s): none (only {r.layers} "
+                         f"layers have an ok case)")
+        else:
+            lines.append(f"network total at {r.threads} thread(s), best plan over {r.layers} "
+                         f"layers: {human_seconds(r.network_s)} ({r.gflops:.2f} GFLOP/s)")
+    return lines
+
+
+def reproducer_lines(table: pd.DataFrame) -> list[str]:
+    """The command that reproduces each broken case alone (at most MAX_REPRODUCERS)."""
+    broken = table[table["status"].isin([s.value for s in BROKEN])]
+    lines = [f"  {CaseKey.from_row(row).reproducer()}    # {row['status']}"
+             for row in broken.head(MAX_REPRODUCERS).to_dict("records")]
+    if len(broken) > MAX_REPRODUCERS:
+        lines.append(f"  ... and {len(broken) - MAX_REPRODUCERS} more (status column of "
+                     f"results.csv)")
+    return ["reproduce a case alone:", *lines] if lines else []
+
+
+def run_summary(table: pd.DataFrame) -> str:
+    """The whole closing summary of a run's table (schema.COLUMNS)."""
+    lines = []
+    if (table["status"] == "ok").any():
+        lines += [best_table(table), ""]
+        lines += network_lines(table)
+    layers = dict.fromkeys(table["layer"])
+    without = [layer for layer in layers
+               if not (table[(table["layer"] == layer)]["status"] == "ok").any()]
+    if without:
+        lines.append(f"no ok case for: {', '.join(without)}")
+    counts = table["status"].value_counts()
+    lines.append("cases: " + (", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts)
+                              or "none"))
+    lines += reproducer_lines(table)
+    return "\n".join(lines)

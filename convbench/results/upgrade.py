@@ -1,0 +1,57 @@
+"""Reading older results directories: one step per format version, applied in a chain.
+
+A results directory records its ``format_version`` (schema.FORMAT_VERSION when written).
+CI baselines are stored for months, so every format this convbench ever wrote must still
+load in ``report`` and ``compare``: each step below turns version N's manifest and tables
+into version N+1's, in memory (the files on disk are left as they are).  When a format
+changes, add a step; never edit an old one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from convbench.errors import ConvbenchError
+from convbench.results import schema
+
+
+@dataclass
+class Contents:
+    """What a results directory holds, as read: the step functions rewrite it."""
+
+    manifest: dict[str, Any]
+    table: Any        # pandas.DataFrame, the per-case rows
+    values: Any       # pandas.DataFrame, the raw values
+
+
+def _v1_to_v2(old: Contents) -> Contents:
+    """2 added ``kernel_version``: unknown for cases measured before it existed."""
+    import pandas as pd
+
+    table = old.table.copy()
+    at = table.columns.get_loc("descriptor") + 1 if "descriptor" in table else len(table.columns)
+    table.insert(at, "kernel_version", pd.Series(pd.NA, index=table.index, dtype="string"))
+    return Contents({**old.manifest, "format_version": 2}, table, old.values)
+
+
+STEPS: dict[int, Callable[[Contents], Contents]] = {1: _v1_to_v2}
+
+
+def upgrade(contents: Contents, where: str) -> Contents:
+    """``contents`` in the current format; ``where`` names the directory in errors."""
+    version = contents.manifest.get("format_version")
+    if version == schema.FORMAT_VERSION:
+        return contents
+    if not isinstance(version, int) or version not in STEPS:
+        newer = isinstance(version, int) and version > schema.FORMAT_VERSION
+        hint = "upgrade convbench" if newer else "re-run the suite"
+        raise ConvbenchError(f"{where}: results format version {version!r}, this convbench "
+                             f"reads versions {min(STEPS)} to {schema.FORMAT_VERSION}; {hint}")
+    original = version
+    while version != schema.FORMAT_VERSION:
+        contents = STEPS[version](contents)
+        version = contents.manifest["format_version"]
+    contents.manifest["upgraded_from"] = original
+    return contents
