@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from convbench import stats
 from convbench.errors import ConvbenchError
 from convbench.harness import counters, sysinfo
 from convbench.harness.plan import Case, Plan, build_plan
 from convbench.machine.store import peak_for, roofline_for
-from convbench.results import schema, stats
+from convbench.results import schema
 from convbench.results.store import (
     STATUS_COMPLETE,
     STATUS_INTERRUPTED,

@@ -13,9 +13,10 @@ spelling.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from convbench import stats
 from convbench.compare import stats as compare_stats
-from convbench.results import stats as results_stats
 
 # Per-call times (s) of a baseline and a ~11% slower current run, and the in-run reference
 # kernel's times of the same rounds.
@@ -28,7 +29,7 @@ REF = [0.5102, 0.4987, 0.5231, 0.4911, 0.5046, 0.5318, 0.5124, 0.5003, 0.4979, 0
 
 
 def test_summary_is_unchanged() -> None:
-    assert results_stats.summarize(BASE) == {
+    assert stats.summarize(BASE) == {
         "median_s": 1.0165000000000002, "mean_s": 1.0224583333333335,
         "stdev_s": 0.04285564476097387, "min_s": 0.9637, "max_s": 1.1046,
         "iqr_s": 0.05312500000000009, "ci_low_s": 0.9913000000000001,
@@ -36,20 +37,26 @@ def test_summary_is_unchanged() -> None:
 
 
 def test_ratio_summary_is_unchanged() -> None:
-    assert results_stats.ratio_summary(BASE, REF) == {
+    assert stats.ratio_summary(BASE, REF) == {
         "ref_ratio": 2.0036108051510126, "ref_ratio_ci_low": 1.9868808327853371,
         "ref_ratio_ci_high": 2.014594862549286}
-    assert results_stats.ratio_summary(BASE[:6], REF[:6]) == {
+    assert stats.ratio_summary(BASE[:6], REF[:6]) == {
         "ref_ratio": 2.0075728883407056, "ref_ratio_ci_low": 1.9542030245741584,
         "ref_ratio_ci_high": 2.068582942606297}
 
 
 def test_bootstrap_intervals_are_unchanged_at_an_odd_level() -> None:
     ratios = np.asarray(BASE) / np.asarray(REF)
-    assert results_stats.bootstrap_median_ci(ratios, level=0.991) == (
+    assert stats.bootstrap_median_ci(ratios, level=0.991) == (
         1.9845448229750728, 2.0310782849262354)
-    assert compare_stats.bootstrap_ratio_ci(np.asarray(BASE), np.asarray(CUR), 0.991) == (
+    assert stats.bootstrap_ratio_ci(np.asarray(BASE), np.asarray(CUR), 0.991) == (
         1.0513517379487916, 1.1709280209427595)
+
+
+def test_mann_whitney_p_is_unchanged() -> None:
+    assert stats.mann_whitney_p(np.asarray(CUR), np.asarray(BASE)) == 0.00012334575440397442
+    assert stats.mann_whitney_p(np.asarray(CUR[:7]), np.asarray(BASE[:5])) == (
+        0.0025252525252525255)
 
 
 def test_time_decisions_are_unchanged() -> None:
@@ -63,3 +70,18 @@ def test_time_decisions_are_unchanged() -> None:
             normalised.p_value) == (compare_stats.SLOWER, 1.0989158626455153,
                                     1.05843571977708, 1.192674414603674,
                                     0.0004776817289569815)
+
+
+def test_bootstrap_interval_is_seeded_and_brackets_the_median() -> None:
+    rng = np.random.default_rng(3)
+    values = rng.lognormal(0, 0.2, 15)
+    low, high = stats.bootstrap_median_ci(values)
+    assert (low, high) == stats.bootstrap_median_ci(values)
+    assert low <= np.median(values) <= high
+    summary = stats.summarize([1.0, 2.0, 3.0, 4.0])
+    assert summary["median_s"] == 2.5 and summary["iqr_s"] == 1.5 and summary["min_s"] == 1
+
+
+def test_min_attainable_p() -> None:
+    assert stats.min_attainable_p(5, 5) == pytest.approx(2 / 252)
+    assert stats.min_attainable_p(4, 4) > compare_stats.DEFAULT_ALPHA
