@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from convbench import stats
-from convbench.stats import BOOTSTRAP_RESAMPLES
 
 SLOWER = "slower"
 FASTER = "faster"
@@ -78,7 +77,7 @@ def _classify(ratio: float, threshold: float) -> str:
 
 def decide_time(baseline: np.ndarray, current: np.ndarray, *,
                 threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
-                basis: str = "raw", resamples: int = BOOTSTRAP_RESAMPLES) -> TimeDecision:
+                basis: str = "raw", resamples: int = stats.BOOTSTRAP_RESAMPLES) -> TimeDecision:
     """Verdict on two sets of per-call times (or reference-normalised times); larger = slower."""
     baseline = np.asarray(baseline, dtype=float)
     current = np.asarray(current, dtype=float)
