@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from convbench.results import record, schema, stats
+from convbench import stats
+from convbench.results import record, schema
 
 
 def write_results(directory: Path, cases: list[dict], *, n_values: int = 10, seed: int = 0,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from convbench.cli import main
-from convbench.compare import confirm, stats
+from convbench.compare import confirm, decision
 from convbench.compare.gate import BROKEN, ONLY_BASELINE, ONLY_CURRENT, compare_runs
 from convbench.errors import ConvbenchError
 from tests.results_factory import write_results
@@ -61,7 +61,7 @@ def test_one_sided_variants_are_listed(tmp_path: Path) -> None:
     states = {r.sample.case_id: r.state for r in comparison.results}
     assert states["conv2|direct/nchw|t2|vauto"] == ONLY_BASELINE
     assert states["conv2|direct/nchw|t1|vauto"] == ONLY_CURRENT
-    assert sum(s == stats.NO_CHANGE for s in states.values()) == 2
+    assert sum(s == decision.NO_CHANGE for s in states.values()) == 2
     assert any("only in the baseline" in w for w in comparison.warnings)
 
 
@@ -153,7 +153,7 @@ def test_json_output(pair, capsys) -> None:
     t = first["time"]
     assert t["ci_low"] <= t["ratio"] <= t["ci_high"] and t["ratio"] > 1.1
     assert t["basis"] == "ref-normalised" and t["p_value"] < 0.01
-    assert data["thresholds"]["time"] == stats.DEFAULT_THRESHOLD
+    assert data["thresholds"]["time"] == decision.DEFAULT_THRESHOLD
 
 
 def test_markdown_output(pair, capsys) -> None:

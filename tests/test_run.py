@@ -17,7 +17,7 @@ from convbench.harness.plan import build_plan
 from convbench.kernels import layouts
 from convbench.machine import store as machine_store
 from convbench.report.summary import run_summary
-from convbench.results import schema, stats, store
+from convbench.results import schema, store
 from convbench.spec.suite import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,16 +138,6 @@ def test_pyperf_metadata(tiny_run):
 def test_summary_names_best_variant_per_layer(tiny_run):
     text = run_summary(store.load(tiny_run).table)
     assert "conv3x3" in text and "conv1x1" in text and "network total" in text
-
-
-def test_bootstrap_interval_is_seeded_and_brackets_the_median():
-    rng = np.random.default_rng(3)
-    values = rng.lognormal(0, 0.2, 15)
-    low, high = stats.bootstrap_median_ci(values)
-    assert (low, high) == stats.bootstrap_median_ci(values)
-    assert low <= np.median(values) <= high
-    summary = stats.summarize([1.0, 2.0, 3.0, 4.0])
-    assert summary["median_s"] == 2.5 and summary["iqr_s"] == 1.5 and summary["min_s"] == 1
 
 
 def test_resume_after_kill_completes_the_same_cases(tiny_run, tmp_path):

@@ -18,7 +18,8 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from convbench.compare import stats
+from convbench import stats
+from convbench.compare import decision
 from convbench.compare.gate import Comparison, decide_pair, with_confirmation
 from convbench.compare.match import load_pair
 from convbench.errors import ConvbenchError
@@ -70,7 +71,7 @@ def confirm(comparison: Comparison, remeasure: Remeasure = remeasure,
         raise ConvbenchError("--confirm needs results directories (a pyperf file has no "
                              "suite to re-measure from)")
     flagged = [i for i, r in enumerate(comparison.results)
-               if r.time is not None and r.time.verdict == stats.SLOWER]
+               if r.time is not None and r.time.verdict == decision.SLOWER]
     if not flagged:
         return comparison
     case_ids = [comparison.results[i].current.case_id for i in flagged]

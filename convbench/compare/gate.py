@@ -10,7 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from convbench.compare import stats
+from convbench import stats
+from convbench.compare.decision import (
+    DEFAULT_ALPHA,
+    FASTER,
+    NO_CHANGE,
+    SLOWER,
+    InstructionDecision,
+    TimeDecision,
+    decide_instructions,
+    decide_time,
+)
 from convbench.compare.match import Sample, load_pair, match
 from convbench.compare.thresholds import Thresholds
 
@@ -29,7 +39,7 @@ class Confirmation:
     """The re-measurement of a variant first flagged slower (``--confirm``)."""
 
     confirmed: bool
-    decision: stats.TimeDecision
+    decision: TimeDecision
 
 
 @dataclass(eq=False)
@@ -38,9 +48,9 @@ class VariantResult:
 
     baseline: Sample | None
     current: Sample | None
-    state: str                                   # a verdict of stats, or one of the above
-    time: stats.TimeDecision | None = None
-    instructions: stats.InstructionDecision | None = None
+    state: str                                   # a verdict (compare.decision), or one of the above
+    time: TimeDecision | None = None
+    instructions: InstructionDecision | None = None
     confirmation: Confirmation | None = None
 
     @property
@@ -53,7 +63,7 @@ class VariantResult:
         if self.time is None:
             return None
         if self.confirmation is not None and not self.confirmation.confirmed:
-            return stats.NO_CHANGE
+            return NO_CHANGE
         return self.time.verdict
 
     @property
@@ -73,8 +83,8 @@ class VariantResult:
         """Whether this variant fails the build under ``fail_on``."""
         if self.state == BROKEN:
             return True
-        time_bad = self.time_verdict == stats.SLOWER
-        instr_bad = self.instruction_verdict == stats.SLOWER
+        time_bad = self.time_verdict == SLOWER
+        instr_bad = self.instruction_verdict == SLOWER
         return {"time": time_bad, "instructions": instr_bad,
                 "either": time_bad or instr_bad}[fail_on]
 
@@ -86,11 +96,11 @@ class VariantResult:
             rank = 0
         elif self.fails(fail_on):
             rank = 1
-        elif stats.SLOWER in (self.time and self.time.verdict, self.instruction_verdict):
+        elif SLOWER in (self.time and self.time.verdict, self.instruction_verdict):
             rank = 2
         elif self.state in (ONLY_BASELINE, ONLY_CURRENT, NOT_MEASURED):
             rank = 3
-        elif stats.FASTER in (self.time_verdict, self.instruction_verdict):
+        elif FASTER in (self.time_verdict, self.instruction_verdict):
             rank = 5
         else:
             rank = 4
@@ -135,21 +145,21 @@ def decide_pair(base: Sample, cur: Sample, *, thresholds: Thresholds, alpha: flo
         state = BROKEN if cur.status in NOT_OK_IN_CURRENT else NOT_MEASURED
         return VariantResult(base, cur, state)
     normalised = use_reference and base.normalised is not None and cur.normalised is not None
-    time = stats.decide_time(base.normalised if normalised else base.values,
-                             cur.normalised if normalised else cur.values,
-                             threshold=thresholds.for_variant(cur.suite, cur.layer, cur.variant),
-                             alpha=alpha, basis="ref-normalised" if normalised else "raw",
-                             resamples=resamples)
+    time = decide_time(base.normalised if normalised else base.values,
+                       cur.normalised if normalised else cur.values,
+                       threshold=thresholds.for_variant(cur.suite, cur.layer, cur.variant),
+                       alpha=alpha, basis="ref-normalised" if normalised else "raw",
+                       resamples=resamples)
     instructions = None
     if instruction_column:
-        instructions = stats.decide_instructions(base.instructions, cur.instructions,
-                                                 column=instruction_column,
-                                                 threshold=thresholds.instructions)
+        instructions = decide_instructions(base.instructions, cur.instructions,
+                                           column=instruction_column,
+                                           threshold=thresholds.instructions)
     return VariantResult(base, cur, time.verdict, time, instructions)
 
 
 def compare_runs(baseline: str | Path, current: str | Path, *,
-                 thresholds: Thresholds | None = None, alpha: float = stats.DEFAULT_ALPHA,
+                 thresholds: Thresholds | None = None, alpha: float = DEFAULT_ALPHA,
                  instruction_column: str | None = None, use_reference: bool = True,
                  ) -> Comparison:
     """Compare two results directories (or two pyperf JSON files) variant by variant."""
@@ -170,8 +180,8 @@ def compare_runs(baseline: str | Path, current: str | Path, *,
     return comparison
 
 
-def with_confirmation(result: VariantResult, decision: stats.TimeDecision) -> VariantResult:
+def with_confirmation(result: VariantResult, decision: TimeDecision) -> VariantResult:
     """The result with its re-measured verdict attached."""
-    return replace(result, confirmation=Confirmation(decision.verdict == stats.SLOWER,
+    return replace(result, confirmation=Confirmation(decision.verdict == SLOWER,
                                                      decision))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-from convbench.compare import gate, stats
+from convbench.compare import decision, gate
 from convbench.compare.gate import Comparison, VariantResult
 from convbench.textable import format_table
 
@@ -62,7 +62,7 @@ def _code_text(r: VariantResult) -> str:
     return {True: "changed", False: "same", None: "unknown"}[r.code_changed]
 
 
-def _time_dict(t: stats.TimeDecision) -> dict[str, Any]:
+def _time_dict(t: decision.TimeDecision) -> dict[str, Any]:
     return {"verdict": t.verdict, "ratio": _num(t.ratio), "ci_low": _num(t.ci_low),
             "ci_high": _num(t.ci_high), "p_value": _num(t.p_value),
             "n_baseline": t.n_baseline, "n_current": t.n_current, "basis": t.basis,
@@ -84,12 +84,12 @@ def verdict_text(r: VariantResult) -> str:
         text = ("slower (confirmed)" if r.confirmation.confirmed
                 else f"no significant change (slower dropped on re-measure, "
                      f"x{r.confirmation.decision.ratio:.3f})")
-    if r.instructions is not None and r.instructions.verdict != stats.NO_CHANGE:
+    if r.instructions is not None and r.instructions.verdict != decision.NO_CHANGE:
         text += f"; instructions {r.instructions.verdict}"
     return text
 
 
-def _ratio_text(t: stats.TimeDecision | None) -> str:
+def _ratio_text(t: decision.TimeDecision | None) -> str:
     if t is None or math.isnan(t.ratio):
         return ""
     ci = "" if math.isnan(t.ci_low) else f" [{t.ci_low:.3f}, {t.ci_high:.3f}]"
@@ -151,7 +151,7 @@ def _md_table(rows: list[tuple[str, ...]]) -> list[str]:
 def format_markdown(comparison: Comparison, fail_on: str) -> str:
     """A pull-request comment: the summary, the changed variants, all variants folded."""
     rows = _rows(comparison, fail_on)
-    changed = [r for r in rows if not r[0].startswith(stats.NO_CHANGE)]
+    changed = [r for r in rows if not r[0].startswith(decision.NO_CHANGE)]
     lines = [f"### convbench compare: {summary(comparison, fail_on)}", "",
              settings_line(comparison, fail_on), ""]
     if changed:

@@ -19,7 +19,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from convbench.compare.stats import DEFAULT_INSTRUCTION_THRESHOLD, DEFAULT_THRESHOLD
+from convbench.compare.decision import DEFAULT_INSTRUCTION_THRESHOLD, DEFAULT_THRESHOLD
 from convbench.errors import ConvbenchError
 
 FILE_KEYS = ("time", "instructions", "suites", "layers", "variants")

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from convbench.machine.store import peak_for, roofline_for
-from convbench.results import stats
+from convbench import stats
 from convbench.status import Status
 
 if TYPE_CHECKING:

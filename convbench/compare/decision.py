@@ -18,10 +18,11 @@ against their own threshold; no test is needed because they do not depend on noi
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from convbench import stats
 
 SLOWER = "slower"
 FASTER = "faster"
@@ -31,8 +32,6 @@ VERDICTS = (SLOWER, FASTER, NO_CHANGE)
 DEFAULT_ALPHA = 0.01                   # per-variant false-alarm level of the timing test
 DEFAULT_THRESHOLD = 0.05               # minimum timing effect: 5% slower or faster
 DEFAULT_INSTRUCTION_THRESHOLD = 0.01   # minimum instruction-count change: 1%
-BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_SEED = 20261123              # fixed: the same inputs always give the same verdict
 
 
 @dataclass(frozen=True)
@@ -68,28 +67,6 @@ class InstructionDecision:
     threshold: float
 
 
-def min_attainable_p(n1: int, n2: int) -> float:
-    """Smallest two-sided p-value an exact Mann-Whitney U test can give for these sizes.
-
-    With few values the test cannot reach ``alpha`` at all (5 and 5 values: 0.0079; 4 and
-    4: 0.029), so a variant measured that sparsely can never be flagged.
-    """
-    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
-
-
-def bootstrap_ratio_ci(baseline: np.ndarray, current: np.ndarray, level: float,
-                       resamples: int = BOOTSTRAP_RESAMPLES,
-                       seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
-    """Percentile bootstrap CI of median(current) / median(baseline), each side resampled."""
-    rng = np.random.default_rng(seed)
-    b = rng.choice(baseline, size=(resamples, baseline.size), replace=True)
-    c = rng.choice(current, size=(resamples, current.size), replace=True)
-    ratios = np.median(c, axis=1) / np.median(b, axis=1)
-    tail = (1.0 - level) / 2.0
-    lo, hi = np.quantile(ratios, [tail, 1.0 - tail])
-    return float(lo), float(hi)
-
-
 def _classify(ratio: float, threshold: float) -> str:
     if ratio >= 1.0 + threshold:
         return SLOWER
@@ -100,10 +77,8 @@ def _classify(ratio: float, threshold: float) -> str:
 
 def decide_time(baseline: np.ndarray, current: np.ndarray, *,
                 threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
-                basis: str = "raw", resamples: int = BOOTSTRAP_RESAMPLES) -> TimeDecision:
+                basis: str = "raw", resamples: int = stats.BOOTSTRAP_RESAMPLES) -> TimeDecision:
     """Verdict on two sets of per-call times (or reference-normalised times); larger = slower."""
-    from scipy.stats import mannwhitneyu
-
     baseline = np.asarray(baseline, dtype=float)
     current = np.asarray(current, dtype=float)
     baseline = baseline[np.isfinite(baseline)]
@@ -114,11 +89,11 @@ def decide_time(baseline: np.ndarray, current: np.ndarray, *,
         return TimeDecision(NO_CHANGE, nan, nan, nan, nan, n1, n2, basis, threshold,
                             note="no values on one side")
     ratio = float(np.median(current) / np.median(baseline))
-    if min(n1, n2) < 2 or min_attainable_p(n1, n2) >= alpha:
+    if min(n1, n2) < 2 or stats.min_attainable_p(n1, n2) >= alpha:
         return TimeDecision(NO_CHANGE, ratio, nan, nan, nan, n1, n2, basis, threshold,
                             note=f"too few values ({n1} and {n2}) to reach p < {alpha:g}")
-    p_value = float(mannwhitneyu(current, baseline, alternative="two-sided").pvalue)
-    lo, hi = bootstrap_ratio_ci(baseline, current, 1.0 - alpha, resamples)
+    p_value = stats.mann_whitney_p(current, baseline)
+    lo, hi = stats.bootstrap_ratio_ci(baseline, current, 1.0 - alpha, resamples)
     significant = p_value < alpha and (lo > 1.0 or hi < 1.0)
     verdict = _classify(ratio, threshold) if significant else NO_CHANGE
     return TimeDecision(verdict, ratio, lo, hi, p_value, n1, n2, basis, threshold)

@@ -1,0 +1,105 @@
+"""Every generic statistic convbench computes, in one place.
+
+Owns: the location/spread summary of one case's timed values (the timing columns of
+``results.schema``), the median of value / reference ratios, the seeded percentile
+bootstrap (CI of a median, CI of a ratio of two medians), the Mann-Whitney U p-value and
+the smallest p it can attain.  What counts as "slower" is not a statistic but a rule built
+on these; it lives in :mod:`convbench.compare.decision`.
+
+The bootstrap is seeded (one seed, one resample count, for everything): resampling is
+random, and an unseeded interval would differ every time it is computed.  Seeded, the same
+values always give the same interval, so a results file is reproduced bit for bit from its
+raw values and ``convbench compare`` gives the same verdict when it is run again on the
+same two runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 20261123
+
+
+def _resampled_medians(rng: np.random.Generator, values: np.ndarray,
+                       resamples: int) -> np.ndarray:
+    """Medians of ``resamples`` resamples of ``values`` (with replacement), drawn from ``rng``.
+
+    Indexing with ``rng.integers(0, n, shape)`` draws exactly what
+    ``rng.choice(values, shape, replace=True)`` draws (the ratio CI used the latter before
+    the two bootstraps shared this; tests/unit/test_stats.py pins the figures).
+    """
+    return np.median(values[rng.integers(0, values.size, (resamples, values.size))], axis=1)
+
+
+def bootstrap_median_ci(values: Sequence[float] | np.ndarray, level: float = 0.95,
+                        resamples: int = BOOTSTRAP_RESAMPLES,
+                        seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """Percentile bootstrap interval of the median; (nan, nan) without values."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return float("nan"), float("nan")
+    medians = _resampled_medians(np.random.default_rng(seed), v, resamples)
+    # np.percentile here, np.quantile in bootstrap_ratio_ci: the same interval, but at some
+    # levels (0.991, say) tail*100/100 rounds differently from tail, so either spelling
+    # forced on both would move the last bit of figures already in results files.
+    tail = (1.0 - level) / 2 * 100
+    low, high = np.percentile(medians, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def bootstrap_ratio_ci(baseline: np.ndarray, current: np.ndarray, level: float,
+                       resamples: int = BOOTSTRAP_RESAMPLES,
+                       seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """Percentile bootstrap CI of median(current) / median(baseline), each side resampled."""
+    rng = np.random.default_rng(seed)
+    baseline_medians = _resampled_medians(rng, baseline, resamples)  # baseline drawn first
+    current_medians = _resampled_medians(rng, current, resamples)
+    tail = (1.0 - level) / 2.0
+    lo, hi = np.quantile(current_medians / baseline_medians, [tail, 1.0 - tail])
+    return float(lo), float(hi)
+
+
+def summarize(values: Sequence[float] | np.ndarray) -> dict[str, float]:
+    """The timing columns of schema.COLUMNS (seconds per call) for one case's values."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return {k: float("nan") for k in ("median_s", "mean_s", "stdev_s", "min_s", "max_s",
+                                          "iqr_s", "ci_low_s", "ci_high_s")}
+    q1, median, q3 = np.percentile(v, [25, 50, 75])
+    low, high = bootstrap_median_ci(v)
+    return {"median_s": float(median), "mean_s": float(v.mean()),
+            "stdev_s": float(v.std(ddof=1)) if v.size > 1 else float("nan"),
+            "min_s": float(v.min()), "max_s": float(v.max()), "iqr_s": float(q3 - q1),
+            "ci_low_s": low, "ci_high_s": high}
+
+
+def ratio_summary(values: Sequence[float] | np.ndarray,
+                  ref_values: Sequence[float] | np.ndarray) -> dict[str, float]:
+    """Median over rounds of value / reference value, with its bootstrap interval."""
+    ratios = np.asarray(values, np.float64) / np.asarray(ref_values, np.float64)
+    if ratios.size == 0:
+        return {"ref_ratio": float("nan"), "ref_ratio_ci_low": float("nan"),
+                "ref_ratio_ci_high": float("nan")}
+    low, high = bootstrap_median_ci(ratios)
+    return {"ref_ratio": float(np.median(ratios)), "ref_ratio_ci_low": low,
+            "ref_ratio_ci_high": high}
+
+
+def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided p-value of the Mann-Whitney U test of ``a`` against ``b``."""
+    from scipy.stats import mannwhitneyu  # here, so that the harness never loads scipy
+
+    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
+def min_attainable_p(n1: int, n2: int) -> float:
+    """Smallest two-sided p-value an exact Mann-Whitney U test can give for these sizes.
+
+    With few values the test cannot reach ``alpha`` at all (5 and 5 values: 0.0079; 4 and
+    4: 0.029), so a variant measured that sparsely can never be flagged.
+    """
+    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
