@@ -342,3 +342,38 @@ def test_confirm_refuses_pyperf(tmp_path: Path, capsys) -> None:
     base = _pyperf_file(tmp_path / "base.json", {"a": 1e-3}, 1)
     code, _, err = _gate([base, base, "--confirm"], capsys)
     assert code == 2 and "pyperf" in err
+
+
+# --- identity: the problem and the kernel's code ---------------------------------------------
+
+TINY = Path(__file__).parent / "data" / "tiny_suite.yaml"
+
+
+def test_layer_that_changed_shape_is_refused(tmp_path: Path, capsys) -> None:
+    """A suite keeps a layer's name but changes its shape: compare exits 2 naming it."""
+    edited = tmp_path / "tiny_edited.yaml"
+    edited.write_text(TINY.read_text().replace("mb1ic8ih10oc8oh10kh3ph1",
+                                               "mb1ic8ih12oc8oh12kh3ph1"))
+    runs = []
+    for suite in (TINY, edited):
+        runs.append(tmp_path / suite.stem)
+        subprocess.run([sys.executable, "-m", "convbench", "run", str(suite), "-q",
+                        "--only", "algorithm=direct", "--values", "3", "--min-time", "0.001",
+                        "--output", str(runs[-1])], check=True, capture_output=True)
+    code, _, err = _gate(runs, capsys)
+    assert code == 2
+    assert "layer 'conv3x3' is mb1ic8ih10oc8oh10kh3ph1" in err and "mb1ic8ih12" in err
+    assert "conv1x1" not in err
+    assert _gate([runs[0], runs[0]], capsys)[0] == 0
+
+
+def test_says_per_variant_whether_kernel_code_changed(tmp_path: Path, capsys) -> None:
+    base = _run(tmp_path, "base", CASES, 1)
+    cur = _run(tmp_path, "cur", _cases(c0={"kernel_version": "fedcba987654"}), 1)
+    _, out, _ = _gate([base, cur, "--format", "json"], capsys)
+    code_by_case = {v["case_id"]: v["kernel_code"] for v in json.loads(out)["variants"]}
+    assert code_by_case == {"conv1|direct/nchw|t1|vauto": "changed", SLOW_ID: "same",
+                            "conv2|direct/nchw|t2|vauto": "same"}
+    _, text, _ = _gate([base, cur], capsys)
+    row = next(line for line in text.splitlines() if "conv1|direct/nchw|t1|vauto" in line)
+    assert row.rstrip().endswith("changed")

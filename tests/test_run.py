@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -242,3 +243,30 @@ def test_timed_buffers_start_on_a_page() -> None:
         assert ex.x.ctypes.data % PAGE_BYTES == 0 and ex.y.ctypes.data % PAGE_BYTES == 0
         assert ex.x.flags.c_contiguous and np.isnan(ex.y).all()
         assert np.array_equal(layouts.from_layout(ex.x, layout, problem.ic), x)
+
+
+def _seconds(text: str) -> float:
+    value, unit = text.split()
+    return float(value) * {"s": 1.0, "ms": 1e-3, "us": 1e-6}[unit]
+
+
+def test_terminal_network_totals_equal_the_reports(tmp_path):
+    """After --threads 1,2 the summary's totals are per thread count, as in the report."""
+    out, rep = tmp_path / "run", tmp_path / "rep"
+    run = convbench("run", str(TINY), "--threads", "1,2", "--only", "algorithm=direct",
+                    "-o", str(out), "-q")
+    assert run.returncode == 0, run.stderr
+    printed = {int(m[1]): _seconds(m[2]) for m in re.finditer(
+        r"network total at (\d+) thread\(s\), best plan over 2/2 layers: ([\d.]+ \w+)",
+        run.stdout)}
+    assert set(printed) == {1, 2}, run.stdout
+    made = convbench("report", str(out), "--format", "md", "-o", str(rep))
+    assert made.returncode == 0, made.stderr
+    text = (rep / "report.md").read_text()
+    network = text[text.index("## Network totals"):]
+    in_report = {int(m[1]): float(m[2]) for m in re.finditer(
+        r"^\| (\d+) \| best plan \| 2/2 \| ([^|]+) \|", network, re.M)}
+    assert set(in_report) == {1, 2}
+    for threads, seconds in printed.items():
+        assert seconds == pytest.approx(in_report[threads], rel=2e-3)
+    assert printed[1] != printed[2]

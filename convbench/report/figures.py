@@ -77,9 +77,12 @@ def bars_by_layer(runs: Runs, out: Path) -> list[Figure]:
             for i, alg in enumerate(algs):
                 rows = frame[frame["algorithm"] == alg].set_index("layer").reindex(layers)
                 x = np.arange(len(layers)) + (i - (len(algs) - 1) / 2) * width
-                gflops = rows["flops"] / rows["median_s"] / 1e9
-                low = rows["flops"] / rows["ci_high_s"] / 1e9
-                high = rows["flops"] / rows["ci_low_s"] / 1e9
+                # float64: flops is a nullable integer column, and a layer this algorithm
+                # does not cover (reindexed in as missing) would be pandas.NA for matplotlib
+                flops = rows["flops"].astype("float64")
+                gflops = flops / rows["median_s"] / 1e9
+                low = flops / rows["ci_high_s"] / 1e9
+                high = flops / rows["ci_low_s"] / 1e9
                 err = np.vstack([(gflops - low).clip(lower=0).fillna(0),
                                  (high - gflops).clip(lower=0).fillna(0)])
                 ax.bar(x, gflops, width, yerr=err, capsize=2, label=alg, color=colors[alg])

@@ -1,0 +1,77 @@
+"""Results written by older formats still load in report and compare (the upgrade chain).
+
+``tests/data/results_format1`` was written by ``convbench run`` at format 1 (main at
+1873542): ok, fail and skip cases of two layers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from convbench.cli import main
+from convbench.results import schema
+from convbench.results.load import ResultsError, load_results
+
+ROOT = Path(__file__).resolve().parents[1]
+FORMAT1 = ROOT / "tests" / "data" / "results_format1"
+
+
+def _cli(args: list[str], capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    return exit_info.value.code, out.out, out.err
+
+
+def test_format1_loads_as_the_current_format():
+    assert json.loads((FORMAT1 / schema.MANIFEST).read_text())["format_version"] == 1
+    run = load_results(FORMAT1)
+    assert run.manifest["format_version"] == schema.FORMAT_VERSION
+    assert run.manifest["upgraded_from"] == 1
+    assert run.table["kernel_version"].isna().all()
+    assert set(run.table["status"]) == {"ok", "fail", "skip"}
+    assert list(run.table.columns[:14]) == list(schema.COLUMNS)[:14]
+
+
+def test_format1_in_report_and_compare(tmp_path, capsys):
+    code, out, err = _cli(["report", FORMAT1, "-o", tmp_path / "rep", "--format", "md"],
+                          capsys)
+    assert code == 0, err
+    assert "winograd2x2" in (tmp_path / "rep" / "report.md").read_text()
+    code, out, err = _cli(["compare", FORMAT1, FORMAT1, "--format", "json"], capsys)
+    assert code == 0, err
+    variants = json.loads(out)["variants"]
+    assert variants and {v["kernel_code"] for v in variants} == {"unknown"}
+
+
+def test_format1_against_a_current_run_of_its_suite(tmp_path, capsys):
+    """Old baseline, new run: the pairs match (same problems), the code is unknown."""
+    new = tmp_path / "new"
+    subprocess.run([sys.executable, "-m", "convbench", "run", str(FORMAT1 / "suite.yaml"),
+                    "-q", "--only", "algorithm=direct", "-o", str(new)], cwd=ROOT,
+                   env={**os.environ,
+                        "CONVBENCH_EXTRA_KERNELS": "tests.fault_kernels"},
+                   check=True, capture_output=True)
+    code, out, err = _cli(["compare", FORMAT1, new, "--format", "json"], capsys)
+    assert code in (0, 1), err      # timing may differ between sessions; input is fine
+    paired = [v for v in json.loads(out)["variants"] if v["baseline"] and v["current"]]
+    assert {v["variant"] for v in paired} == {"direct/nchw", "direct/nhwc"}
+    assert len(paired) == 4
+
+
+@pytest.mark.parametrize("version", [0, 99, "1", None])
+def test_unknown_format_versions_are_refused(tmp_path, version):
+    copy = tmp_path / "run"
+    shutil.copytree(FORMAT1, copy)
+    manifest = json.loads((copy / schema.MANIFEST).read_text())
+    manifest["format_version"] = version
+    (copy / schema.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(ResultsError, match="results format version"):
+        load_results(copy)
