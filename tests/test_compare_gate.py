@@ -11,7 +11,6 @@ from xml.etree import ElementTree
 import numpy as np
 import pytest
 
-from convbench.cli import main
 from convbench.compare import confirm, decision
 from convbench.compare.gate import BROKEN, ONLY_BASELINE, ONLY_CURRENT, compare_runs
 from convbench.errors import ConvbenchError
@@ -38,11 +37,10 @@ def _run(tmp_path: Path, name: str, cases: list[dict], seed: int, **kw) -> Path:
     return write_results(tmp_path / name, cases, n_values=15, seed=seed, **kw)
 
 
-def _gate(args: list[str], capsys) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["compare", *map(str, args)])
-    out = capsys.readouterr()
-    return exit_info.value.code, out.out, out.err
+@pytest.fixture
+def gate(cli):
+    """``convbench compare ARGS`` in this process: (exit code, stdout, stderr)."""
+    return lambda args: cli("compare", *args)
 
 
 @pytest.fixture
@@ -96,15 +94,15 @@ def test_broken_variant_fails(tmp_path: Path) -> None:
 
 # --- exit codes and outputs ----------------------------------------------------------------
 
-def test_same_runs_exit_0(tmp_path: Path, capsys) -> None:
+def test_same_runs_exit_0(tmp_path: Path, gate) -> None:
     base, cur = _run(tmp_path, "a", CASES, 1), _run(tmp_path, "b", CASES, 2)
-    code, out, _ = _gate([base, cur], capsys)
+    code, out, _ = gate([base, cur])
     assert code == 0
     assert "no regression in 3 variants" in out
 
 
-def test_slower_variant_exit_1_named_first(pair, capsys) -> None:
-    code, out, _ = _gate([*pair], capsys)
+def test_slower_variant_exit_1_named_first(pair, gate) -> None:
+    code, out, _ = gate([*pair])
     assert code == 1
     table = out.splitlines()
     first_row = table[3]  # settings line, header, rule, then the most severe row
@@ -112,14 +110,14 @@ def test_slower_variant_exit_1_named_first(pair, capsys) -> None:
     assert "1 regression(s)" in table[-1]
 
 
-def test_threshold_option_lets_it_pass(pair, capsys) -> None:
-    assert _gate([*pair, "--threshold", "20%"], capsys)[0] == 0
+def test_threshold_option_lets_it_pass(pair, gate) -> None:
+    assert gate([*pair, "--threshold", "20%"])[0] == 0
 
 
-def test_thresholds_file_per_layer(pair, tmp_path: Path, capsys) -> None:
+def test_thresholds_file_per_layer(pair, tmp_path: Path, gate) -> None:
     th = tmp_path / "th.json"
     th.write_text(json.dumps({"layers": {"conv1": "25%"}}))
-    assert _gate([*pair, "--thresholds", th], capsys)[0] == 0
+    assert gate([*pair, "--thresholds", th])[0] == 0
 
 
 @pytest.mark.parametrize("args", [
@@ -130,22 +128,22 @@ def test_thresholds_file_per_layer(pair, tmp_path: Path, capsys) -> None:
     ["{base}", "{base}", "--fail-on", "sometimes"],
     ["{base}"],
 ])
-def test_usage_and_input_errors_exit_2(tmp_path: Path, capsys, args: list[str]) -> None:
+def test_usage_and_input_errors_exit_2(tmp_path: Path, gate, args: list[str]) -> None:
     base = _run(tmp_path, "base", CASES, 1)
-    code, _, err = _gate([a.format(base=base) for a in args], capsys)
+    code, _, err = gate([a.format(base=base) for a in args])
     assert code == 2
     assert err.strip()
 
 
-def test_partial_run_is_an_input_error(tmp_path: Path, capsys) -> None:
+def test_partial_run_is_an_input_error(tmp_path: Path, gate) -> None:
     base = _run(tmp_path, "base", CASES, 1)
     cur = _run(tmp_path, "cur", CASES, 2, status="interrupted")
-    code, _, err = _gate([base, cur], capsys)
+    code, _, err = gate([base, cur])
     assert code == 2 and "interrupted" in err
 
 
-def test_json_output(pair, capsys) -> None:
-    code, out, _ = _gate([*pair, "--format", "json"], capsys)
+def test_json_output(pair, gate) -> None:
+    code, out, _ = gate([*pair, "--format", "json"])
     data = json.loads(out)
     assert code == 1 and data["regressions"] == [SLOW_ID]
     first = data["variants"][0]
@@ -156,8 +154,8 @@ def test_json_output(pair, capsys) -> None:
     assert data["thresholds"]["time"] == decision.DEFAULT_THRESHOLD
 
 
-def test_markdown_output(pair, capsys) -> None:
-    _, out, _ = _gate([*pair, "--format", "md"], capsys)
+def test_markdown_output(pair, gate) -> None:
+    _, out, _ = gate([*pair, "--format", "md"])
     assert out.startswith("### convbench compare: 1 regression(s)")
     changed = out.split("<details>")[0]
     assert SLOW_ID.replace("|", "\\|") in changed
@@ -165,9 +163,9 @@ def test_markdown_output(pair, capsys) -> None:
     assert "<details>" in out and "conv1\\|direct/nchw" in out
 
 
-def test_junit_output(pair, tmp_path: Path, capsys) -> None:
+def test_junit_output(pair, tmp_path: Path, gate) -> None:
     junit = tmp_path / "gate.xml"
-    _gate([*pair, "--junit", junit], capsys)
+    gate([*pair, "--junit", junit])
     suite = ElementTree.parse(junit).getroot()
     assert suite.tag == "testsuite" and suite.get("tests") == "3"
     assert suite.get("failures") == "1"
@@ -193,14 +191,14 @@ def _with_instructions(counts: list[float]) -> list[dict]:
     return [dict(c, extra={"sim_instructions": n}) for c, n in zip(CASES, counts, strict=True)]
 
 
-def test_instructions_gate(tmp_path: Path, capsys) -> None:
+def test_instructions_gate(tmp_path: Path, gate) -> None:
     base = _run(tmp_path, "base", _with_instructions([1e6, 2e6, 3e6]), 1)
     cur = _run(tmp_path, "cur", _with_instructions([1e6, 2.1e6, 3e6]), 2)
-    code, out, _ = _gate([base, cur, "--fail-on", "instructions"], capsys)
+    code, out, _ = gate([base, cur, "--fail-on", "instructions"])
     assert code == 1 and "instructions slower" in out and "+5.00%" in out
     # timing alone sees no change: --fail-on time passes
-    assert _gate([base, cur, "--fail-on", "time"], capsys)[0] == 0
-    assert _gate([base, cur, "--instruction-threshold", "6%"], capsys)[0] == 0
+    assert gate([base, cur, "--fail-on", "time"])[0] == 0
+    assert gate([base, cur, "--instruction-threshold", "6%"])[0] == 0
 
 
 def test_instruction_column_fallback_and_override(tmp_path: Path) -> None:
@@ -270,13 +268,13 @@ def test_confirm_with_real_run(tmp_path: Path) -> None:
 
 
 @needs_run
-def test_end_to_end_same_code_passes(tmp_path: Path, capsys) -> None:
+def test_end_to_end_same_code_passes(tmp_path: Path, gate) -> None:
     runs = []
     for name in ("a", "b"):
         runs.append(tmp_path / name)
         subprocess.run([sys.executable, "-m", "convbench", "run", str(SMOKE),
                         "--output", str(runs[-1])], check=True, capture_output=True)
-    code, out, _ = _gate([*runs, "--confirm"], capsys)
+    code, out, _ = gate([*runs, "--confirm"])
     assert code == 0, out
 
 
@@ -284,7 +282,7 @@ GATE_SUITE = Path(__file__).parent / "data" / "gate_suite.yaml"
 
 
 @needs_run
-def test_end_to_end_slower_kernel_fails_named(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_end_to_end_slower_kernel_fails_named(tmp_path: Path, gate, monkeypatch) -> None:
     """A kernel registered by the test does 30% more work in the second run: the gate
     fails, names it, and (after confirming on a re-measurement) names nothing else."""
     from tests import gate_kernels
@@ -296,7 +294,7 @@ def test_end_to_end_slower_kernel_fails_named(tmp_path: Path, capsys, monkeypatc
         runs.append(tmp_path / name)
         subprocess.run([sys.executable, "-m", "convbench", "run", str(GATE_SUITE), "-q",
                         "--output", str(runs[-1])], check=True, capture_output=True)
-    code, out, _ = _gate([*runs, "--confirm", "--format", "json"], capsys)
+    code, out, _ = gate([*runs, "--confirm", "--format", "json"])
     data = json.loads(out)
     assert code == 1, out
     assert data["regressions"] == ["conv3x3|t_gated/nchw|t1|vauto"]
@@ -321,11 +319,11 @@ def _pyperf_file(path: Path, medians: dict[str, float], seed: int, host: str = "
     return path
 
 
-def test_pyperf_files(tmp_path: Path, capsys) -> None:
+def test_pyperf_files(tmp_path: Path, gate) -> None:
     names = {"conv1|direct/nchw|t1|vauto": 1e-3, SLOW_ID: 2e-3}
     base = _pyperf_file(tmp_path / "base.json", names, 1)
     cur = _pyperf_file(tmp_path / "cur.json", dict(names, **{SLOW_ID: 2.3e-3}), 2, host="h2")
-    code, out, _ = _gate([base, cur, "--format", "json"], capsys)
+    code, out, _ = gate([base, cur, "--format", "json"])
     data = json.loads(out)
     assert code == 1 and data["regressions"] == [SLOW_ID]
     assert data["variants"][0]["layer"] == "conv1" and data["variants"][0]["time"]["basis"] == "raw"
@@ -338,9 +336,9 @@ def test_pyperf_files(tmp_path: Path, capsys) -> None:
     assert "slower" in line
 
 
-def test_confirm_refuses_pyperf(tmp_path: Path, capsys) -> None:
+def test_confirm_refuses_pyperf(tmp_path: Path, gate) -> None:
     base = _pyperf_file(tmp_path / "base.json", {"a": 1e-3}, 1)
-    code, _, err = _gate([base, base, "--confirm"], capsys)
+    code, _, err = gate([base, base, "--confirm"])
     assert code == 2 and "pyperf" in err
 
 
@@ -349,7 +347,7 @@ def test_confirm_refuses_pyperf(tmp_path: Path, capsys) -> None:
 TINY = Path(__file__).parent / "data" / "tiny_suite.yaml"
 
 
-def test_layer_that_changed_shape_is_refused(tmp_path: Path, capsys) -> None:
+def test_layer_that_changed_shape_is_refused(tmp_path: Path, gate) -> None:
     """A suite keeps a layer's name but changes its shape: compare exits 2 naming it."""
     edited = tmp_path / "tiny_edited.yaml"
     edited.write_text(TINY.read_text().replace("mb1ic8ih10oc8oh10kh3ph1",
@@ -360,20 +358,20 @@ def test_layer_that_changed_shape_is_refused(tmp_path: Path, capsys) -> None:
         subprocess.run([sys.executable, "-m", "convbench", "run", str(suite), "-q",
                         "--only", "algorithm=direct", "--values", "3", "--min-time", "0.001",
                         "--output", str(runs[-1])], check=True, capture_output=True)
-    code, _, err = _gate(runs, capsys)
+    code, _, err = gate(runs)
     assert code == 2
     assert "layer 'conv3x3' is mb1ic8ih10oc8oh10kh3ph1" in err and "mb1ic8ih12" in err
     assert "conv1x1" not in err
-    assert _gate([runs[0], runs[0]], capsys)[0] == 0
+    assert gate([runs[0], runs[0]])[0] == 0
 
 
-def test_says_per_variant_whether_kernel_code_changed(tmp_path: Path, capsys) -> None:
+def test_says_per_variant_whether_kernel_code_changed(tmp_path: Path, gate) -> None:
     base = _run(tmp_path, "base", CASES, 1)
     cur = _run(tmp_path, "cur", _cases(c0={"kernel_version": "fedcba987654"}), 1)
-    _, out, _ = _gate([base, cur, "--format", "json"], capsys)
+    _, out, _ = gate([base, cur, "--format", "json"])
     code_by_case = {v["case_id"]: v["kernel_code"] for v in json.loads(out)["variants"]}
     assert code_by_case == {"conv1|direct/nchw|t1|vauto": "changed", SLOW_ID: "same",
                             "conv2|direct/nchw|t2|vauto": "same"}
-    _, text, _ = _gate([base, cur], capsys)
+    _, text, _ = gate([base, cur])
     row = next(line for line in text.splitlines() if "conv1|direct/nchw|t1|vauto" in line)
     assert row.rstrip().endswith("changed")

@@ -9,8 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-FAULTS = ROOT / "tests" / "data" / "fault_suite.yaml"
+from tests.conftest import DATA, ROOT, convbench_process
+
+FAULTS = DATA / "fault_suite.yaml"
 ENV = {**os.environ, "CONVBENCH_EXTRA_KERNELS": "tests.fault_kernels",
        # the printed line calls the `convbench` script of this interpreter's environment
        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
@@ -29,10 +30,8 @@ def _run_as_printed(line: str) -> subprocess.CompletedProcess:
 
 
 def test_run_prints_a_reproducer_that_fails_alone(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "convbench", "run", str(FAULTS), "-q",
-                          "--only", "algorithm=t_wrong", "--only", "algorithm=t_good",
-                          "-o", str(tmp_path / "run")], cwd=ROOT, env=ENV,
-                         capture_output=True, text=True, timeout=300)
+    run = convbench_process("run", FAULTS, "-q", "--only", "algorithm=t_wrong", "--only",
+                            "algorithm=t_good", "-o", tmp_path / "run", env=ENV)
     assert run.returncode == 1, run.stderr
     lines = _reproducers(run.stdout)
     assert set(lines) == {"fail"}, run.stdout      # the good kernel gets no line
@@ -43,9 +42,8 @@ def test_run_prints_a_reproducer_that_fails_alone(tmp_path):
 
 
 def test_check_prints_reproducers_that_fail_alone():
-    check = subprocess.run([sys.executable, "-m", "convbench", "check", str(FAULTS), "-a",
-                            "t_wrong", "-a", "t_raises", "-a", "t_good"], cwd=ROOT, env=ENV,
-                           capture_output=True, text=True, timeout=300)
+    check = convbench_process("check", FAULTS, "-a", "t_wrong", "-a", "t_raises", "-a",
+                              "t_good", env=ENV)
     assert check.returncode == 1, check.stderr
     lines = _reproducers(check.stdout)
     assert set(lines) == {"fail", "error"}

@@ -9,25 +9,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from convbench.cli import main
 from convbench.results import schema
 from convbench.results.load import ResultsError, load_results
+from tests.conftest import DATA, convbench_process
 
-ROOT = Path(__file__).resolve().parents[1]
-FORMAT1 = ROOT / "tests" / "data" / "results_format1"
-
-
-def _cli(args: list[str], capsys) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(a) for a in args])
-    out = capsys.readouterr()
-    return exit_info.value.code, out.out, out.err
+FORMAT1 = DATA / "results_format1"
 
 
 def test_format1_loads_as_the_current_format():
@@ -40,26 +29,24 @@ def test_format1_loads_as_the_current_format():
     assert list(run.table.columns[:14]) == list(schema.COLUMNS)[:14]
 
 
-def test_format1_in_report_and_compare(tmp_path, capsys):
-    code, out, err = _cli(["report", FORMAT1, "-o", tmp_path / "rep", "--format", "md"],
-                          capsys)
+def test_format1_in_report_and_compare(tmp_path, cli):
+    code, out, err = cli("report", FORMAT1, "-o", tmp_path / "rep", "--format", "md")
     assert code == 0, err
     assert "winograd2x2" in (tmp_path / "rep" / "report.md").read_text()
-    code, out, err = _cli(["compare", FORMAT1, FORMAT1, "--format", "json"], capsys)
+    code, out, err = cli("compare", FORMAT1, FORMAT1, "--format", "json")
     assert code == 0, err
     variants = json.loads(out)["variants"]
     assert variants and {v["kernel_code"] for v in variants} == {"unknown"}
 
 
-def test_format1_against_a_current_run_of_its_suite(tmp_path, capsys):
+def test_format1_against_a_current_run_of_its_suite(tmp_path, cli):
     """Old baseline, new run: the pairs match (same problems), the code is unknown."""
     new = tmp_path / "new"
-    subprocess.run([sys.executable, "-m", "convbench", "run", str(FORMAT1 / "suite.yaml"),
-                    "-q", "--only", "algorithm=direct", "-o", str(new)], cwd=ROOT,
-                   env={**os.environ,
-                        "CONVBENCH_EXTRA_KERNELS": "tests.fault_kernels"},
-                   check=True, capture_output=True)
-    code, out, err = _cli(["compare", FORMAT1, new, "--format", "json"], capsys)
+    convbench_process("run", FORMAT1 / "suite.yaml", "-q", "--only", "algorithm=direct",
+                      "-o", new, env={**os.environ,
+                                      "CONVBENCH_EXTRA_KERNELS": "tests.fault_kernels"},
+                      check=True)
+    code, out, err = cli("compare", FORMAT1, new, "--format", "json")
     assert code in (0, 1), err      # timing may differ between sessions; input is fine
     paired = [v for v in json.loads(out)["variants"] if v["baseline"] and v["current"]]
     assert {v["variant"] for v in paired} == {"direct/nchw", "direct/nhwc"}

@@ -20,14 +20,13 @@ from convbench.machine import store as machine_store
 from convbench.report.summary import run_summary
 from convbench.results import schema, store
 from convbench.spec.suite import load_suite
+from tests.conftest import convbench_process
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "tiny_suite.yaml"
 
 
-def convbench(*args: str, env: dict | None = None, check: bool = False):
-    return subprocess.run([sys.executable, "-m", "convbench", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, check=check)
+convbench = convbench_process
 
 
 # Stored limits for this host, as `convbench machine` would write them (figures made up).

@@ -23,9 +23,9 @@ from convbench.compare.decision import (
 )
 from convbench.compare.match import Sample, load_pair, match
 from convbench.compare.thresholds import Thresholds
+from convbench.status import Status
 
 FAIL_ON = ("time", "instructions", "either")
-NOT_OK_IN_CURRENT = ("fail", "error", "crash", "timeout")
 
 # Per-variant states beyond the statistical verdicts.
 BROKEN = "broken"                     # ok in the baseline, fails/errors now: always fails
@@ -142,7 +142,7 @@ def decide_pair(base: Sample, cur: Sample, *, thresholds: Thresholds, alpha: flo
     if not base.ok:
         return VariantResult(base, cur, NOT_MEASURED)
     if not cur.ok:
-        state = BROKEN if cur.status in NOT_OK_IN_CURRENT else NOT_MEASURED
+        state = BROKEN if Status.of(cur.status).broken else NOT_MEASURED
         return VariantResult(base, cur, state)
     normalised = use_reference and base.normalised is not None and cur.normalised is not None
     time = decide_time(base.normalised if normalised else base.values,

@@ -21,6 +21,7 @@ import numpy as np
 from convbench.errors import ConvbenchError
 from convbench.identity import CaseKey, parse_case_id, parse_pyperf_name
 from convbench.results import schema
+from convbench.status import Status
 
 # The column of simulated instructions per call (callgrind's Ir) that deterministic mode
 # compares.  The first of these present in both runs is used; --instructions-column
@@ -57,7 +58,7 @@ class Sample:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == Status.OK
 
     @property
     def label(self) -> str:
@@ -141,7 +142,7 @@ def _results_side(run: Any, instruction_column: str | None) -> Side:
             raise ConvbenchError(f"{path}: variant {row['case_id']} appears twice")
         group = by_case.get(row["case_id"])
         raw = normalised = np.empty(0)
-        if group is not None and row["status"] == "ok":
+        if group is not None and row["status"] == Status.OK:
             group = group.sort_values("round")
             raw = group["value"].to_numpy(dtype=float)
             if "ref_value" in group:
@@ -180,7 +181,7 @@ def _load_pyperf_side(path: Path) -> Side:
         key = parse_pyperf_name(name) or parse_case_id(name) or CaseKey(name, "", 0, "")
         samples[(name,)] = Sample(key=(name,), case_id=name, suite="", layer=key.layer,
                                   variant=key.variant, threads=key.threads or None,
-                                  vector_width=key.vector_width, status="ok",
+                                  vector_width=key.vector_width, status=Status.OK,
                                   values=np.asarray(bench.get_values(), float),
                                   descriptor=str(meta.get("descriptor", "")),
                                   kernel_version=str(meta.get("kernel_version", "")))

@@ -14,13 +14,14 @@ import numpy as np
 import pandas as pd
 
 from convbench.results import schema
+from convbench.status import Status
 
 DIRECT = "direct"
 SETTING = ["layer", "threads"]
 
 
 def ok_rows(table: pd.DataFrame) -> pd.DataFrame:
-    return table[table["status"] == "ok"].copy()
+    return table[table["status"] == Status.OK].copy()
 
 
 def _fastest(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -166,7 +167,7 @@ def thread_scaling(table: pd.DataFrame) -> pd.DataFrame:
 
 def failures(table: pd.DataFrame) -> pd.DataFrame:
     """Cases that are not ok, with their reason (skips included: never dropped)."""
-    bad = table[table["status"] != "ok"]
+    bad = table[table["status"] != Status.OK]
     return bad[["layer", "variant", "threads", "vector_width", "status", "reason"]
                ].reset_index(drop=True)
 
@@ -183,14 +184,14 @@ def missing_counters(table: pd.DataFrame) -> pd.DataFrame:
     for metric in schema.COUNTER_METRICS:
         if metric not in table:
             continue
-        missing = table[table[metric].isna() & (table["status"] == "ok")]
+        missing = table[table[metric].isna() & (table["status"] == Status.OK)]
         reason_col = f"{metric}_reason"
         reasons = (missing[reason_col].fillna("no reason recorded") if reason_col in table
                    else pd.Series("no reason recorded", index=missing.index))
         for reason, count in reasons.replace("", "no reason recorded").value_counts().items():
             rows.append({"metric": metric, "cases": int(count), "reason": str(reason)})
     if not any(m in table for m in schema.COUNTER_METRICS):
-        rows.append({"metric": "all", "cases": int((table["status"] == "ok").sum()),
+        rows.append({"metric": "all", "cases": int((table["status"] == Status.OK).sum()),
                      "reason": "the run recorded no hardware counters"})
     return pd.DataFrame(rows, columns=["metric", "cases", "reason"])
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from convbench.identity import CaseKey
 from convbench.report import aggregate
-from convbench.status import BROKEN, STATUSES
+from convbench.status import BROKEN, STATUSES, Status
 from convbench.textable import format_table
 
 MAX_REPRODUCERS = 20
@@ -80,12 +80,12 @@ def reproducer_lines(table: pd.DataFrame) -> list[str]:
 def run_summary(table: pd.DataFrame) -> str:
     """The whole closing summary of a run's table (schema.COLUMNS)."""
     lines = []
-    if (table["status"] == "ok").any():
+    if (table["status"] == Status.OK).any():
         lines += [best_table(table), ""]
         lines += network_lines(table)
     layers = dict.fromkeys(table["layer"])
     without = [layer for layer in layers
-               if not (table[(table["layer"] == layer)]["status"] == "ok").any()]
+               if not (table[table["layer"] == layer]["status"] == Status.OK).any()]
     if without:
         lines.append(f"no ok case for: {', '.join(without)}")
     counts = table["status"].value_counts()

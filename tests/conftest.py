@@ -1,0 +1,36 @@
+"""Helpers shared by the tests: the checkout's paths and the two ways to call the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+
+
+def convbench_process(*args: object, env: dict | None = None, check: bool = False,
+                      timeout: float = 600) -> subprocess.CompletedProcess:
+    """``python -m convbench ARGS`` as its own process, from the checkout root (so test
+    kernels under ``tests`` import), output captured as text."""
+    return subprocess.run([sys.executable, "-m", "convbench", *map(str, args)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, check=check,
+                          timeout=timeout)
+
+
+@pytest.fixture
+def cli(capsys) -> Callable[..., tuple[int, str, str]]:
+    """Call ``convbench ARGS`` in this process: (exit code, stdout, stderr)."""
+    from convbench.cli import main
+
+    def call(*args: object) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as exit_info:
+            main([str(a) for a in args])
+        out = capsys.readouterr()
+        return exit_info.value.code, out.out, out.err
+
+    return call
