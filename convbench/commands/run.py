@@ -32,12 +32,19 @@ import click
               help="Override sweep.threads, e.g. --threads 1,2.")
 @click.option("--vector-widths", "vector_widths", metavar="W[,W...]",
               help="Override sweep.vector_widths (auto, 256, 512), e.g. --vector-widths 512.")
+@click.option("--cache", "cache_modes", metavar="MODE[,MODE...]",
+              help="Override sweep.cache: warm, cold-weights, cold (e.g. --cache "
+                   "warm,cold-weights). Cold modes evict before every call and time single "
+                   "calls.")
+@click.option("--cold-bytes", type=click.IntRange(min=1 << 20),
+              help="Bytes streamed to evict the caches in cold modes (default: 2 x the "
+                   "host's last-level cache plus private caches, from sysfs).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar (for CI).")
 def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry_run: bool,
             only: tuple[str, ...], exclude: tuple[str, ...], counters: str, seed: int,
             min_time: float | None, n_values: int | None, warmups: int | None,
             timeout: float | None, threads: str | None, vector_widths: str | None,
-            quiet: bool) -> int:
+            cache_modes: str | None, cold_bytes: int | None, quiet: bool) -> int:
     """Measure every variant of SUITE's sweep (a YAML path or a shipped suite's name).
 
     Each layer's variants are timed round-robin in a worker process together with an
@@ -49,6 +56,7 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
     from convbench.harness import options as run_options
     from convbench.harness import runner
     from convbench.harness.plan import format_duration
+    from convbench.spec.suite import CACHE_MODES, VECTOR_WIDTHS
 
     if resume_dir is not None:
         if suite or output:
@@ -63,7 +71,11 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
         options = run_options.RunOptions(only=only, exclude=exclude, counters=counters,
                                     seed=seed, timing=overrides,
                                     threads=_thread_list(threads),
-                                    vector_widths=_width_list(vector_widths))
+                                    vector_widths=_word_list(vector_widths,
+                                                             "--vector-widths",
+                                                             VECTOR_WIDTHS),
+                                    cache=_word_list(cache_modes, "--cache", CACHE_MODES),
+                                    cold_bytes=cold_bytes)
         if dry_run:
             from convbench.spec.suite import load_suite
 
@@ -72,7 +84,8 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
             click.echo(f"{len(plan.cases)} cases ({len(plan.runnable)} to measure, "
                        f"{len(plan.cases) - len(plan.runnable)} skipped) in {len(groups)} "
                        f"worker groups; estimated duration "
-                       f"{format_duration(plan.estimate_seconds())} (an estimate: min_time "
+                       f"{format_duration(plan.estimate_seconds(cold_bytes=cold_bytes))} "
+                       f"(an estimate: min_time "
                        f"{plan.timing.min_time:g} s x (calibration + {plan.timing.warmups} "
                        f"warmups + {plan.timing.values} values) per case plus compile and "
                        f"worker start allowances; kernels slower than min_time take longer)")
@@ -105,15 +118,14 @@ def _thread_list(text: str | None) -> tuple[int, ...]:
     return threads
 
 
-def _width_list(text: str | None) -> tuple[str, ...]:
+def _word_list(text: str | None, option: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """A comma-separated list of words from ``allowed`` (vector widths, cache modes)."""
     from convbench.errors import ConvbenchError
-    from convbench.spec.suite import VECTOR_WIDTHS
 
     if not text:
         return ()
-    widths = tuple(w.strip() for w in text.split(","))
-    bad = [w for w in widths if w not in VECTOR_WIDTHS]
+    words = tuple(w.strip() for w in text.split(","))
+    bad = [w for w in words if w not in allowed]
     if bad:
-        raise ConvbenchError(f"--vector-widths: expected {', '.join(VECTOR_WIDTHS)}, "
-                             f"got {', '.join(bad)}")
-    return widths
+        raise ConvbenchError(f"{option}: expected {', '.join(allowed)}, got {', '.join(bad)}")
+    return words

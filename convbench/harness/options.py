@@ -25,6 +25,8 @@ class RunOptions:
     timing: dict[str, Any] = dataclasses.field(default_factory=dict)  # overrides
     threads: tuple[int, ...] = ()         # overrides sweep.threads when given
     vector_widths: tuple[str, ...] = ()   # overrides sweep.vector_widths when given
+    cache: tuple[str, ...] = ()           # overrides sweep.cache when given
+    cold_bytes: int | None = None         # eviction pile size (default: from the host's LLC)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -35,7 +37,8 @@ class RunOptions:
                    counters=data.get("counters", "none"), seed=data.get("seed", 0),
                    timing=dict(data.get("timing", {})),
                    threads=tuple(data.get("threads", ())),
-                   vector_widths=tuple(data.get("vector_widths", ())))
+                   vector_widths=tuple(data.get("vector_widths", ())),
+                   cache=tuple(data.get("cache", ())), cold_bytes=data.get("cold_bytes"))
 
 
 def check_counters_available(kind: str) -> None:
@@ -53,6 +56,8 @@ def make_plan(suite: Suite, options: RunOptions) -> Plan:
         sweep = dataclasses.replace(sweep, threads=tuple(options.threads))
     if options.vector_widths:
         sweep = dataclasses.replace(sweep, vector_widths=tuple(options.vector_widths))
+    if options.cache:
+        sweep = dataclasses.replace(sweep, cache=tuple(options.cache))
     suite = dataclasses.replace(suite, sweep=sweep)
     timing = dataclasses.replace(sweep.timing, **options.timing)
     return build_plan(suite, options.only, options.exclude, timing)

@@ -1,15 +1,16 @@
 """The plan of a run: the suite's sweep expanded into cases, filtered, grouped and estimated.
 
 A case is one layer x variant (algorithm, layout, parameters) x thread count x vector
-width; its identity (id, pyperf name, the problem it measures) is :mod:`convbench.identity`.
-Variants that do not apply are kept as cases with a skip reason (recorded, never dropped).
-Cases of one layer with the same threads and vector width form a *group*: one worker
-process times them round-robin together with the in-run reference kernel.
-"""
+width x cache mode; its identity (id, pyperf name, the problem it measures) is
+:mod:`convbench.identity`.  Variants that do not apply are kept as cases with a skip reason
+(recorded, never dropped).  Cases of one layer with the same threads, vector width and
+cache mode form a *group*: one worker process times them round-robin together with the
+in-run reference kernel."""
 
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,8 @@ from convbench.spec.problem import ConvProblem
 from convbench.spec.suite import Suite, TimingOptions
 
 # Keys accepted by --only / --exclude, and how to read each from a case.
-FILTER_KEYS = ("case", "layer", "algorithm", "layout", "variant", "threads", "vector_width")
+FILTER_KEYS = ("case", "layer", "algorithm", "layout", "variant", "threads", "vector_width",
+               "cache")
 _KEY_ALIASES = {"alg": "algorithm", "width": "vector_width", "vw": "vector_width",
                 "t": "threads"}
 
@@ -30,6 +32,8 @@ _KEY_ALIASES = {"alg": "algorithm", "width": "vector_width", "vw": "vector_width
 COMPILE_ALLOWANCE_S = 0.5
 WORKER_START_S = 1.5
 CALIBRATION_VALUES = 3  # values' worth of time spent finding the loop count
+EVICTION_GBS = 10.0     # a pile streamed from DRAM: a low guess on both hosts (BRIEF.md)
+EVICTOR_START_EVICTIONS = 6  # the pile's first touch, a compile or cache load, 4 evictions
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class Case:
     skip_reason: str | None = None
     baseline: bool = False
     kernel_version: str = ""    # registry.kernel_version of the algorithm's code
+    cache: str = "warm"         # spec.suite.CACHE_MODES
 
     @property
     def layer(self) -> str:
@@ -53,21 +58,22 @@ class Case:
     @property
     def identity(self) -> CaseKey:
         return CaseKey(self.layer, self.variant.id, self.threads, self.vector_width,
-                       str(self.problem))
+                       str(self.problem), self.cache)
 
     @property
     def case_id(self) -> str:
         return self.identity.case_id
 
     @property
-    def group(self) -> tuple[str, int, str]:
+    def group(self) -> tuple[str, int, str, str]:
         """Cases sharing a group run round-robin in one worker process."""
-        return (self.layer, self.threads, self.vector_width)
+        return (self.layer, self.threads, self.vector_width, self.cache)
 
     def field(self, key: str) -> str:
         values = {"case": self.case_id, "layer": self.layer, "algorithm": self.variant.algorithm,
                   "layout": self.variant.layout, "variant": self.variant.id,
-                  "threads": str(self.threads), "vector_width": self.vector_width}
+                  "threads": str(self.threads), "vector_width": self.vector_width,
+                  "cache": self.cache}
         return values[key]
 
 
@@ -107,15 +113,19 @@ class Plan:
         return [c for c in self.cases if c.skip_reason is None]
 
     def groups(self, cases: Iterable[Case] | None = None) -> list[list[Case]]:
-        """Cases grouped by (layer, threads, width), in plan order."""
-        grouped: dict[tuple[str, int, str], list[Case]] = {}
+        """Cases grouped by (layer, threads, width, cache mode), in plan order."""
+        grouped: dict[tuple[str, int, str, str], list[Case]] = {}
         for case in self.cases if cases is None else cases:
             grouped.setdefault(case.group, []).append(case)
         return list(grouped.values())
 
-    def estimate_seconds(self, cases: Iterable[Case] | None = None) -> float:
+    def estimate_seconds(self, cases: Iterable[Case] | None = None,
+                         cold_bytes: int | None = None,
+                         eviction_gbs: float = EVICTION_GBS) -> float:
         """Rough wall time: per case, calibration + warmups + values at ``min_time`` plus a
         compile allowance; per group, a worker start and the reference kernel's share.
+        A cold case's values are single calls, each after an eviction of the cache pile
+        (``coldcache.pile_bytes``) streamed at ``eviction_gbs``.
 
         An estimate only: a kernel whose single call outlasts ``min_time`` takes longer.
         """
@@ -125,7 +135,14 @@ class Plan:
         for group in self.groups(c for c in (cases or self.cases) if c.skip_reason is None):
             values = CALIBRATION_VALUES + t.warmups + t.values
             total += WORKER_START_S + values * per_value  # the reference kernel
-            total += len(group) * (COMPILE_ALLOWANCE_S + values * per_value)
+            if group[0].cache == "warm":
+                total += len(group) * (COMPILE_ALLOWANCE_S + values * per_value)
+                continue
+            from convbench.harness.coldcache import pile_bytes
+
+            eviction = pile_bytes(group[0].threads, cold_bytes) / (eviction_gbs * 1e9)
+            total += EVICTOR_START_EVICTIONS * eviction   # allocate, touch, measure
+            total += len(group) * (COMPILE_ALLOWANCE_S + (t.warmups + t.values) * eviction)
         return total
 
 
@@ -150,17 +167,17 @@ def build_plan(suite: Suite, only: Sequence[str] = (), exclude: Sequence[str] = 
     for layer in suite.layers:
         found = list(registry.variants(layer.problem, sweep.algorithms, sweep.layouts,
                                        sweep.params))
-        for threads in sweep.threads:
-            for width in sweep.vector_widths:
-                for variant, skip in found:
-                    case = Case(suite.name, layer.problem, layer.count, variant, threads,
-                                width, skip, registry.get(variant.algorithm).baseline,
-                                registry.kernel_version(variant.algorithm))
-                    if keep and not any(f.matches(case) for f in keep):
-                        continue
-                    if any(f.matches(case) for f in drop):
-                        continue
-                    cases.append(case)
+        for threads, width, cache in itertools.product(sweep.threads, sweep.vector_widths,
+                                                        sweep.cache):
+            for variant, skip in found:
+                case = Case(suite.name, layer.problem, layer.count, variant, threads, width,
+                            skip, registry.get(variant.algorithm).baseline,
+                            registry.kernel_version(variant.algorithm), cache)
+                if keep and not any(f.matches(case) for f in keep):
+                    continue
+                if any(f.matches(case) for f in drop):
+                    continue
+                cases.append(case)
     if not cases:
         raise ConvbenchError(f"suite {suite.name}: the filters leave no case to run")
     return Plan(suite=suite, cases=tuple(cases), timing=timing or sweep.timing)

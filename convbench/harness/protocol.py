@@ -46,6 +46,8 @@ class Job:
     counters: str = "none"
     count_only: bool = False              # a separate counting pass (simulated counters)
     seed: int = 0
+    cache: str = "warm"                   # spec.suite.CACHE_MODES
+    cold_bytes: int | None = None         # eviction pile size; None: from the host's LLC
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

@@ -94,7 +94,7 @@ class Runner:
         limits = sysinfo.machine(self.store.environment)
         while remaining:
             job = job_for(remaining, self.plan.timing, self.options.counters,
-                          self.options.seed, count_only)
+                          self.options.seed, count_only, self.options.cold_bytes)
             worker = WorkerProcess(job, self.plan.timing.timeout, prefix)
             end = worker.run(lambda m: self.on_message(m, by_id, limits))
             remaining = [c for c in remaining if c.case_id not in end.finished]
@@ -127,6 +127,8 @@ class Runner:
         elif isinstance(message, Hello | Settings):
             case = next(iter(by_id.values()))
             key = f"t{case.threads}/v{case.vector_width}"
+            if case.cache != "warm":
+                key += f"/{case.cache}"
             self.store.environment.setdefault("workers", {}).setdefault(key, {}).update(
                 message.settings)
         elif isinstance(message, Result):

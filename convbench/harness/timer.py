@@ -90,13 +90,24 @@ class ReferenceKernel:
 
 @dataclass
 class Entry:
-    """One timed participant of the rounds."""
+    """One timed participant of the rounds.
+
+    With ``before`` (cold cache modes) a value is one call, and ``before(*args)`` runs
+    untimed right before it (the eviction); ``loops`` is then 1.
+    """
 
     key: str
     call: Call
     loops: int
     args: tuple = ()
     values: list[float] = field(default_factory=list)
+    before: Callable[..., None] | None = None
+
+    def value(self) -> float:
+        """One value: seconds per call."""
+        if self.before is not None:
+            self.before(*self.args)
+        return time_calls(self.call, self.loops, self.args)
 
 
 def run_rounds(entries: list[Entry], reference: Entry, rounds: int,
@@ -109,8 +120,8 @@ def run_rounds(entries: list[Entry], reference: Entry, rounds: int,
     n = len(entries)
     for r in range(rounds):
         on_enter(None)
-        reference.values.append(time_calls(reference.call, reference.loops, reference.args))
+        reference.values.append(reference.value())
         for i in range(n):
             entry = entries[(r + i) % n]
             on_enter(entry.key)
-            entry.values.append(time_calls(entry.call, entry.loops, entry.args))
+            entry.values.append(entry.value())

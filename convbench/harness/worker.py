@@ -13,6 +13,7 @@ imports numba and the kernels only inside :func:`main`, after :func:`apply_vecto
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -88,6 +89,7 @@ def run_job(job: Job, channel: Channel) -> None:
     import threadpoolctl
 
     from convbench.harness import counters, timer
+    from convbench.harness.coldcache import timer_resolution
     from convbench.harness.inputs import make_inputs
     from convbench.harness.verify import verify
     from convbench.kernels.base import Variant
@@ -132,26 +134,36 @@ def run_job(job: Job, channel: Channel) -> None:
         channel.send(Settings(settings={"numba_threading_layer": _threading_layer(numba),
                                         "parallel_runtime_start_s": runtime_start}))
         if job.count_only:
-            _count(alive, session, channel, calls=[1] * len(alive), separate=True)
+            evictor = _evictor(job, channel)
+            _count(alive, session, channel, calls=[1] * len(alive), separate=True,
+                   before=evictor.before if evictor else None)
             return
         channel.enter(None, "calibrate")
+        evictor = _evictor(job, channel)
         ref = timer.ReferenceKernel()
         ref_entry = timer.Entry("reference", ref, timer.calibrate(ref, timing["min_time"]))
         entries = []
         for case_id, ex, _figures in alive:
             channel.enter(case_id, "calibrate")
             run, args = ex.prepared.run, (ex.x, ex.y)
-            loops = timer.calibrate(run, timing["min_time"], args)
+            if evictor is None:
+                entry = timer.Entry(case_id, run, timer.calibrate(run, timing["min_time"], args),
+                                    args)
+            else:  # a cold value is one call right after an eviction
+                entry = timer.Entry(case_id, run, 1, args, before=evictor.before)
             for _ in range(timing["warmups"]):
-                timer.time_calls(run, loops, args)
-            entries.append(timer.Entry(case_id, run, loops, args))
+                entry.value()
+            entries.append(entry)
         timer.run_rounds(entries, ref_entry, timing["values"],
                          on_enter=lambda key: channel.enter(key, "time"))
+        resolution = timer_resolution()
         for (_case_id, _ex, figures), entry in zip(alive, entries, strict=True):
             steady = float(np.median(entry.values))
             figures["compile_s"] = max(0.0, figures.pop("first_call_s") - steady)
+            figures["timer_resolution_s"] = resolution / entry.loops
         if session.kind != "none":
-            _count(alive, session, channel, calls=[e.loops for e in entries], separate=False)
+            _count(alive, session, channel, calls=[e.loops for e in entries], separate=False,
+                   before=evictor.before if evictor else None)
         for (case_id, _ex, figures), entry in zip(alive, entries, strict=True):
             channel.send(Result(case_id, Status.OK, "", figures, values=list(entry.values),
                                 ref_values=list(ref_entry.values), loops=entry.loops))
@@ -166,13 +178,32 @@ def _threading_layer(numba: Any) -> str:
         return "not initialised"
 
 
+def _evictor(job: Job, channel: Channel) -> Any:
+    """The cold modes' Evictor (None when warm), its settings told to the runner."""
+    from convbench.harness import coldcache
+
+    if job.cache == coldcache.WARM:
+        return None
+    evictor = coldcache.Evictor(job.cache, job.threads, job.cold_bytes)
+    channel.send(Settings(settings={"cold_pile_bytes": evictor.nbytes,
+                                    "eviction_s": evictor.seconds_per_eviction()}))
+    return evictor
+
+
 def _count(alive: list, session: Any, channel: Channel, calls: list[int],
-           separate: bool) -> None:
+           separate: bool, before: Any = None) -> None:
     """A counted pass per case of ``calls[i]`` calls.  In a separate counting pass the
-    figures go out as a Counts message; otherwise into the case's own figures."""
+    figures go out as a Counts message; otherwise into the case's own figures.  With
+    ``before`` (cold modes) one call is counted, after ``before`` ran outside the count."""
     for (case_id, ex, figures), n in zip(alive, calls, strict=True):
         channel.enter(case_id, "count")
-        with session.region():
+        prepare = None
+        if before is not None:
+            n = 1
+            prepare = functools.partial(before, ex.x, ex.y)
+        elif separate:  # a separate pass counts a warm call: warm the buffers, uncounted
+            prepare = functools.partial(ex.prepared.run, ex.x, ex.y)
+        with session.region(prepare):
             for _ in range(n):
                 ex.prepared.run(ex.x, ex.y)
         counted = session.read(n)

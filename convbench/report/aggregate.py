@@ -13,11 +13,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from convbench.identity import WARM
 from convbench.results import schema
 from convbench.status import Status
 
 DIRECT = "direct"
 SETTING = ["layer", "threads"]
+
+
+def by_cache_mode(name: str, table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """A run's table split by cache mode, labelled ``name [mode]``; a run timed warm only
+    keeps its name.  Cold and warm times are never rivals: every section of the report and
+    the run summary show each mode as a run of its own, side by side."""
+    modes = table["cache"].fillna(WARM) if "cache" in table else pd.Series(WARM,
+                                                                           index=table.index)
+    if set(modes) <= {WARM}:
+        return {name: table}
+    return {f"{name} [{mode}]": table[modes == mode] for mode in dict.fromkeys(modes)}
 
 
 def ok_rows(table: pd.DataFrame) -> pd.DataFrame:
@@ -197,15 +209,17 @@ def missing_counters(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def join_runs(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Several runs side by side, joined on schema.IDENTITY: median time and GFLOP/s of
-    each run, and each later run's time over the first's (< 1: faster)."""
+    """Several runs side by side, joined on the case key without the cache mode (each run
+    here holds one mode, see :func:`by_cache_mode`, so warm and cold of the same variant
+    sit in one row): median time and GFLOP/s of each run, and each later run's time over
+    the first's (< 1: faster)."""
     names = list(tables)
+    keys = [c for c in schema.IDENTITY if c != "cache"]
     joined = None
     for name in names:
-        part = ok_rows(tables[name])[[*schema.IDENTITY, "median_s", "gflops"]].rename(
+        part = ok_rows(tables[name])[[*keys, "median_s", "gflops"]].rename(
             columns={"median_s": f"median_s [{name}]", "gflops": f"gflops [{name}]"})
-        joined = part if joined is None else joined.merge(part, on=list(schema.IDENTITY),
-                                                          how="outer")
+        joined = part if joined is None else joined.merge(part, on=keys, how="outer")
     assert joined is not None
     for name in names[1:]:
         joined[f"time ratio [{name}/{names[0]}]"] = (joined[f"median_s [{name}]"]

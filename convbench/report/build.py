@@ -29,12 +29,13 @@ def load_runs(paths: list[Path]) -> Loaded:
     names, tables, envs = [], {}, {}
     for path in paths:
         results = load_results(path)
-        name, k = results.name, 2
-        while name in tables:
-            name, k = f"{results.name} ({k})", k + 1
-        names.append(name)
-        envs[name] = results.environment
-        tables[name] = results.table
+        for label, table in aggregate.by_cache_mode(results.name, results.table).items():
+            name, k = label, 2
+            while name in tables:
+                name, k = f"{label} ({k})", k + 1
+            names.append(name)
+            envs[name] = results.environment
+            tables[name] = table
     return Loaded(names, tables, envs)
 
 
@@ -118,7 +119,8 @@ def _write_html(runs: Loaded, sections, joined, figures, out: Path) -> Path:
         parts.append((s.key, s.title, h.paragraph(s.about) + per_run(s.key)))
     if joined is not None:
         parts.append(("side-by-side", "Runs side by side", h.paragraph(
-            "Every ok case of every run joined on layer, variant, threads and vector width.")
+            "Every ok case of every run joined on layer, variant, threads and vector width "
+            "(a run with several cache modes shows each mode as a run of its own).")
             + h.table_html(joined, "joined")))
     parts.append(("figures", "Figures", "".join(h.figure_html(f) for f in figures)))
     for s in PER_RUN[3:]:

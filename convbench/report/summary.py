@@ -78,11 +78,18 @@ def reproducer_lines(table: pd.DataFrame) -> list[str]:
 
 
 def run_summary(table: pd.DataFrame) -> str:
-    """The whole closing summary of a run's table (schema.COLUMNS)."""
+    """The whole closing summary of a run's table (schema.COLUMNS); one block per cache
+    mode when the run has several."""
     lines = []
-    if (table["status"] == Status.OK).any():
-        lines += [best_table(table), ""]
-        lines += network_lines(table)
+    parts = aggregate.by_cache_mode("", table)
+    for label, part in parts.items():
+        if not (part["status"] == Status.OK).any():
+            continue
+        if len(parts) > 1 or label:
+            lines += [f"cache {label.strip(' []')}:"]
+        lines += [best_table(part), ""]
+        lines += network_lines(part)
+        lines += [""] if len(parts) > 1 else []
     layers = dict.fromkeys(table["layer"])
     without = [layer for layer in layers
                if not (table[table["layer"] == layer]["status"] == Status.OK).any()]

@@ -30,7 +30,7 @@ def case_row(case: Case) -> dict[str, Any]:
             "variant": key.variant, "algorithm": case.variant.algorithm,
             "layout": case.variant.layout,
             "params": json.dumps(case.variant.param_dict, sort_keys=True),
-            "threads": key.threads, "vector_width": key.vector_width,
+            "threads": key.threads, "vector_width": key.vector_width, "cache": key.cache,
             "baseline": case.baseline, "descriptor": key.descriptor,
             "kernel_version": case.kernel_version, "layer_count": case.layer_count,
             "flops": p.flops, "compulsory_bytes": p.compulsory_bytes}

@@ -24,7 +24,8 @@ from __future__ import annotations
 from convbench.identity import KEY_COLUMNS
 from convbench.status import STATUSES as STATUSES  # re-exported: the status column's words
 
-# 2: adds the kernel_version column; statuses are convbench.status.Status words.
+# 2: adds the kernel_version and cache columns (cache is part of the case key);
+#    statuses are convbench.status.Status words.
 # Older directories are read through convbench.results.upgrade.
 FORMAT_VERSION = 2
 
@@ -50,6 +51,8 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "params": ("string", "kernel parameters as sorted JSON object"),
     "threads": ("int64", "threads given to numba and BLAS"),
     "vector_width": ("string", "auto | 256 | 512 (NUMBA_CPU_FEATURES in the worker)"),
+    "cache": ("string", "warm | cold-weights | cold: the cache state each timed call starts "
+                        "from (cold modes evict before every call and time single calls)"),
     "baseline": ("bool", "a library baseline (BLAS / oneDNN), not an own kernel"),
     # the problem
     "descriptor": ("string", "benchdnn descriptor of the layer (part of the case's identity: "

@@ -26,13 +26,21 @@ class Contents:
     values: Any       # pandas.DataFrame, the raw values
 
 
+def _insert_after(table: Any, after: str, name: str, column: Any) -> None:
+    at = table.columns.get_loc(after) + 1 if after in table else len(table.columns)
+    table.insert(at, name, column)
+
+
 def _v1_to_v2(old: Contents) -> Contents:
-    """2 added ``kernel_version``: unknown for cases measured before it existed."""
+    """2 added ``cache`` (format 1 timed every case warm) and ``kernel_version`` (unknown
+    for cases measured before it existed)."""
     import pandas as pd
 
     table = old.table.copy()
-    at = table.columns.get_loc("descriptor") + 1 if "descriptor" in table else len(table.columns)
-    table.insert(at, "kernel_version", pd.Series(pd.NA, index=table.index, dtype="string"))
+    _insert_after(table, "vector_width", "cache",
+                  pd.Series("warm", index=table.index, dtype="string"))
+    _insert_after(table, "descriptor", "kernel_version",
+                  pd.Series(pd.NA, index=table.index, dtype="string"))
     return Contents({**old.manifest, "format_version": 2}, table, old.values)
 
 

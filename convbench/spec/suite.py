@@ -43,10 +43,13 @@ from convbench.spec.problem import SHAPE_FIELDS, ConvProblem, ProblemError
 
 SUITE_KEYS = {"name", "description", "network", "reference", "layers", "sweep"}
 LAYER_KEYS = {"name", "shape", "count", *SHAPE_FIELDS}
-SWEEP_KEYS = {"algorithms", "layouts", "threads", "vector_widths", "params", "timing",
-              "tolerance"}
+SWEEP_KEYS = {"algorithms", "layouts", "threads", "vector_widths", "cache", "params",
+              "timing", "tolerance"}
 TIMING_KEYS = ("min_time", "values", "warmups", "timeout")
 VECTOR_WIDTHS = ("auto", "256", "512")
+# Cache state a layer is timed in: warm (its buffers stay in cache between calls), cold
+# weights (the kernel's packed weights evicted before each call), cold (everything evicted).
+CACHE_MODES = ("warm", "cold-weights", "cold")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
@@ -71,6 +74,7 @@ class SweepSpec:
     layouts: tuple[str, ...] | None = None
     threads: tuple[int, ...] = (1,)
     vector_widths: tuple[str, ...] = ("auto",)
+    cache: tuple[str, ...] = ("warm",)
     params: dict[str, dict[str, tuple[Any, ...]]] = field(default_factory=dict)
     timing: TimingOptions = TimingOptions()
 
@@ -282,6 +286,15 @@ def _str_list(value: Any, where: _Where, fld: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _choices(value: Any, allowed: tuple[str, ...], where: _Where, fld: str) -> tuple[str, ...]:
+    """A list (or one value) of words from ``allowed``, e.g. vector widths or cache modes."""
+    values = [str(v) for v in (value if isinstance(value, list) else [value])]
+    bad = [v for v in values if v not in allowed]
+    if bad or not values:
+        raise where.error(f"expected a list of {', '.join(allowed)}, got {bad}", fld=fld)
+    return tuple(values)
+
+
 def _parse_sweep(raw: Any, where: _Where) -> SweepSpec:
     if raw is None:
         return SweepSpec()
@@ -304,15 +317,9 @@ def _parse_sweep(raw: Any, where: _Where) -> SweepSpec:
             raise where.error(f"expected a list of positive integers, got {threads!r}",
                               fld="sweep.threads")
         kwargs["threads"] = tuple(threads)
-    if "vector_widths" in raw:
-        widths = raw["vector_widths"]
-        widths = [widths] if not isinstance(widths, list) else widths
-        widths = [str(w) for w in widths]
-        bad = [w for w in widths if w not in VECTOR_WIDTHS]
-        if bad or not widths:
-            raise where.error(f"expected a list of {', '.join(VECTOR_WIDTHS)}, got {bad}",
-                              fld="sweep.vector_widths")
-        kwargs["vector_widths"] = tuple(widths)
+    for key, allowed in (("vector_widths", VECTOR_WIDTHS), ("cache", CACHE_MODES)):
+        if key in raw:
+            kwargs[key] = _choices(raw[key], allowed, where, f"sweep.{key}")
     if "params" in raw:
         params = raw["params"]
         if not isinstance(params, dict):

@@ -17,12 +17,22 @@ names = st.text(st.characters(categories=("L", "N"), include_characters="_-."), 
 
 @given(layer=names, algorithm=names, layout=names, threads=st.integers(1, 64),
        width=st.sampled_from(["auto", "256", "512"]),
-       params=st.dictionaries(names, st.one_of(st.integers(0, 99), names), max_size=3))
-def test_ids_and_pyperf_names_parse_back(layer, algorithm, layout, threads, width, params):
+       params=st.dictionaries(names, st.one_of(st.integers(0, 99), names), max_size=3),
+       cache=st.sampled_from(["warm", "cold-weights", "cold"]))
+def test_ids_and_pyperf_names_parse_back(layer, algorithm, layout, threads, width, params,
+                                         cache):
     variant = Variant.of(algorithm, layout, params).id
-    key = CaseKey(layer, variant, threads, width)
+    key = CaseKey(layer, variant, threads, width, cache=cache)
     assert parse_case_id(key.case_id) == key
     assert parse_pyperf_name(key.pyperf_name) == key
+
+
+def test_warm_ids_read_as_before_cache_modes_existed():
+    key = CaseKey("conv1", "direct/nchw", 1, "auto")
+    assert key.case_id == "conv1|direct/nchw|t1|vauto"
+    assert key.pyperf_name == "conv1/direct/nchw/t1/vauto"
+    cold = CaseKey("conv1", "direct/nchw", 1, "auto", cache="cold")
+    assert cold.case_id == "conv1|direct/nchw|t1|vauto|cold" and cold.key != key.key
 
 
 def test_not_an_id_is_none():

@@ -3,8 +3,8 @@
 The worker process opens one :class:`CounterSession` (``open_session``) and, after a case's
 timing, runs a counted pass::
 
-    with session.region():          # only these calls are counted
-        for _ in range(calls):
+    with session.region(prepare):   # only these calls are counted; prepare() runs first,
+        for _ in range(calls):      # outside the count (cold modes: the eviction)
             prepared.run(x, y)
     row.update(session.read(calls))  # columns for the tidy table, per call
 
@@ -21,7 +21,7 @@ NaN with a ``<name>_reason`` string where a figure is missing.  Backends:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from convbench.errors import ConvbenchError
@@ -29,10 +29,13 @@ from convbench.errors import ConvbenchError
 KINDS = ("none", "perf", "sim")
 
 
+Prepare = Callable[[], None] | None
+
+
 class CounterSession(Protocol):
     kind: str
 
-    def region(self) -> contextlib.AbstractContextManager[None]: ...
+    def region(self, prepare: Prepare = None) -> contextlib.AbstractContextManager[None]: ...
 
     def read(self, calls: int) -> dict[str, float | str]: ...
 
@@ -45,7 +48,9 @@ class NullSession:
     kind = "none"
 
     @contextlib.contextmanager
-    def region(self) -> Iterator[None]:
+    def region(self, prepare: Prepare = None) -> Iterator[None]:
+        if prepare is not None:
+            prepare()
         yield
 
     def read(self, calls: int) -> dict[str, float | str]:

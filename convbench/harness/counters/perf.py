@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from convbench.harness.counters import metrics, parse
 from convbench.harness.counters.events import (
@@ -204,7 +204,9 @@ class PerfSession:
         return False
 
     @contextlib.contextmanager
-    def region(self) -> Iterator[None]:
+    def region(self, prepare: Callable[[], None] | None = None) -> Iterator[None]:
+        if prepare is not None:
+            prepare()
         enabled = self._command("enable")
         start = time.perf_counter()
         try:

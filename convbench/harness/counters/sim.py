@@ -30,7 +30,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from convbench.harness.counters.metrics import Metrics
@@ -41,6 +41,7 @@ _HELPER_C = r"""
 #include <valgrind/callgrind.h>
 int cb_on_valgrind(void) { return RUNNING_ON_VALGRIND; }
 void cb_start(void) { CALLGRIND_START_INSTRUMENTATION; CALLGRIND_ZERO_STATS; }
+void cb_zero(void) { CALLGRIND_ZERO_STATS; }
 void cb_stop(void) { CALLGRIND_DUMP_STATS_AT("convbench-region"); CALLGRIND_STOP_INSTRUMENTATION; }
 """
 _NOT_SIMULATED = ("ipc", "fma_utilization", "counted_gflops", "dram_bandwidth_gbs")
@@ -193,11 +194,18 @@ class SimSession:
         return glob.glob(os.path.join(self.dir, f"callgrind.out.{os.getpid()}.*"))
 
     @contextlib.contextmanager
-    def region(self) -> Iterator[None]:
+    def region(self, prepare: Callable[[], None] | None = None) -> Iterator[None]:
+        """Count the body.  ``prepare`` runs simulated but uncounted (instrumentation on,
+        statistics zeroed after it): an eviction must move the simulated caches too."""
         if self.failure or self._lib is None:
+            if prepare is not None:
+                prepare()
             yield
             return
         self._lib.cb_start()
+        if prepare is not None:
+            prepare()
+            self._lib.cb_zero()
         try:
             yield
         finally:

@@ -1,0 +1,112 @@
+"""Cold caches: what a timed call starts from in the ``cold-weights`` and ``cold`` modes.
+
+A real inference streams every layer's weights through the caches once per image (about
+90 MiB of conv weights for ResNet-50), while a tight timing loop keeps them in L2/L3: cold
+weights cost 1.1-2x on layers with 1-8 MiB of weights (BRIEF.md).  benchdnn has
+``--cold-cache``, XNNPACK's benchmarks rotate buffers, TVM flushes the caches.
+
+Here, before every timed call, an :class:`Evictor` streams a *pile* through every cache
+level: a pre-touched float32 buffer of twice the last-level cache plus the private caches
+of every thread, read by as many threads as the kernel uses (each core's private L1/L2 is
+only evicted by a thread running on that core).  The pile's size comes from the host's
+sysfs cache sizes; ``--cold-bytes`` overrides it for hosts whose sysfs is wrong.  Then:
+
+- ``cold``: the call starts with nothing of its own in cache: weights (in the kernel's own
+  packed format), input, output and the kernel's workspace all stream in.
+- ``cold-weights``: the input is read and the output written once more after the pile, so
+  the activations are warm as when the previous layer just produced them; the packed
+  weights and the kernel's workspace start cold.
+
+Cold modes time single calls (no inner loop): a value is one call, so the clock's
+resolution matters for microsecond layers; :func:`timer_resolution` measures it and the
+results record it per row.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numba
+import numpy as np
+
+from convbench.host import caches
+
+WARM, COLD_WEIGHTS, COLD = "warm", "cold-weights", "cold"
+FALLBACK_LLC_BYTES = 64 << 20   # no sysfs: assume a large last-level cache
+
+
+def pile_bytes(threads: int, override: int | None = None) -> int:
+    """Bytes to stream so that no level keeps anything: 2 x (LLC + private caches of
+    ``threads`` cores).  Levels the host shares count once, private ones per thread."""
+    if override:
+        return int(override)
+    unified = [c for c in caches() if c.kind in ("Unified", "Data")]
+    if not unified:
+        return 2 * FALLBACK_LLC_BYTES
+    top = max(c.level for c in unified)
+    llc = max(c.size_bytes for c in unified if c.level == top)
+    private = sum(c.size_bytes for c in unified if c.level < top)
+    return 2 * (llc + threads * private)
+
+
+@numba.njit(parallel=True, cache=True)
+def _stream(pile):  # pragma: no cover - jitted
+    total = np.float32(0.0)
+    for i in numba.prange(pile.size):
+        total += pile[i]
+    return total
+
+
+@numba.njit(cache=True)
+def _touch(x, y):  # pragma: no cover - jitted
+    """Read every element of x, write every element of y: both end up in cache."""
+    total = np.float32(0.0)
+    for i in range(x.size):
+        total += x[i]
+    for i in range(y.size):
+        y[i] = 0.0
+    return total
+
+
+class Evictor:
+    """Brings the caches to a cache mode's starting state before a timed call."""
+
+    def __init__(self, mode: str, threads: int, override: int | None = None):
+        if mode not in (COLD_WEIGHTS, COLD):
+            raise ValueError(f"no eviction in cache mode {mode!r}")
+        self.mode = mode
+        self.nbytes = pile_bytes(threads, override)
+        # np.ones writes every page now: no page fault lands in a timed call later
+        self.pile = np.ones(self.nbytes // 4, np.float32)
+        self.sink = 0.0
+        self.evict()  # compile (or load) the streaming kernel outside any timing
+
+    def evict(self) -> None:
+        self.sink += _stream(self.pile)
+
+    def before(self, x: np.ndarray, y: np.ndarray) -> None:
+        """Evict, then (cold-weights) bring the activations back."""
+        self.evict()
+        if self.mode == COLD_WEIGHTS:
+            self.sink += _touch(x.reshape(-1), y.reshape(-1))
+
+    def seconds_per_eviction(self, rounds: int = 3) -> float:
+        """Measured cost of one eviction (for estimates; not part of any timed value)."""
+        t0 = time.perf_counter()
+        for _ in range(rounds):
+            self.evict()
+        return (time.perf_counter() - t0) / rounds
+
+
+def timer_resolution(samples: int = 2000) -> float:
+    """Smallest non-zero difference between two back-to-back ``perf_counter`` reads: what a
+    single-call value cannot resolve below (seconds)."""
+    clock = time.perf_counter
+    best = float("inf")
+    for _ in range(samples):
+        t0 = clock()
+        t1 = clock()
+        while t1 == t0:
+            t1 = clock()
+        best = min(best, t1 - t0)
+    return best
