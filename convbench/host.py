@@ -31,6 +31,8 @@ _X86 = ("x86_64", "amd64", "i386", "i686")
 # -- CPU identity ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class CpuId:
+    """The first processor's identity; ``arch`` is filled by :func:`detect_cpu` only."""
+
     vendor: str                   # GenuineIntel | AuthenticAMD | ARM | ...
     family: int = 0               # x86 family; 0 on ARM
     model: int = 0                # x86 model, or ARM "CPU part"
@@ -169,7 +171,8 @@ def vector_widths(cpu: CpuId | None = None) -> tuple[str, ...]:
     on x86 also "256", and "512" where the CPU has AVX-512 (``avx512f``).
 
     The explicit widths work through LLVM's x86 tuning flag ``prefer-256-bit``, so other
-    architectures offer only "auto" for now.
+    architectures offer only "auto" for now.  ``cpu`` as :func:`detect_cpu` gives it (its
+    ``arch`` decides).
     """
     cpu = cpu or detect_cpu()
     if cpu.arch not in _X86:
