@@ -3,6 +3,7 @@
 import pytest
 
 from convbench.harness.counters import events
+from convbench.host import CpuId, parse_cpuinfo
 
 INTEL = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -30,25 +31,25 @@ ARM_N1 = ARM_V1.replace("0xd40", "0xd0c").replace(" sve", "")
 
 
 def test_cpuinfo_parsing():
-    amd = events.parse_cpuinfo(AMD)
+    amd = parse_cpuinfo(AMD)
     assert (amd.vendor, amd.family, amd.model) == ("AuthenticAMD", 25, 17)
-    arm = events.parse_cpuinfo(ARM_V1)
+    arm = parse_cpuinfo(ARM_V1)
     assert (arm.vendor, arm.implementer, arm.model) == ("ARM", 0x41, 0xD40)
 
 
 def test_family_maps():
-    intel = events.event_map_for(events.parse_cpuinfo(INTEL))
+    intel = events.event_map_for(parse_cpuinfo(INTEL))
     assert intel.family == "intel"
     assert intel.fp_events["fp_arith_inst_retired.512b_packed_single"] == 16
-    amd = events.event_map_for(events.parse_cpuinfo(AMD))
+    amd = events.event_map_for(parse_cpuinfo(AMD))
     assert amd.family == "amd-zen" and "fp_ret_sse_avx_ops.all" in amd.events
     assert "llc_misses" in amd.missing
-    n1 = events.event_map_for(events.parse_cpuinfo(ARM_N1))
+    n1 = events.event_map_for(parse_cpuinfo(ARM_N1))
     assert n1.family == "arm-neoverse-n1" and n1.fp_ops_reason
     assert {"l1d_cache_refill", "ll_cache_miss_rd", "ase_spec"} <= set(n1.events)
-    v1 = events.event_map_for(events.parse_cpuinfo(ARM_V1), sve_bits=256)
+    v1 = events.event_map_for(parse_cpuinfo(ARM_V1), sve_bits=256)
     assert v1.fp_events == {"fp_scale_ops_spec": 2.0, "fp_fixed_ops_spec": 1.0}
-    other = events.event_map_for(events.CpuId("GenuineIntel", 15, 1))
+    other = events.event_map_for(CpuId("GenuineIntel", 15, 1))
     assert other.family == "generic"
 
 
@@ -70,9 +71,9 @@ def test_overrides():
 
 
 def test_peak_from_vector_width_and_fma_units():
-    assert events.host_peak_spec(events.parse_cpuinfo(INTEL)).fp32_ops_per_cycle == 64
-    zen4 = events.host_peak_spec(events.parse_cpuinfo(AMD))   # 512-bit on 256-bit pipes
+    assert events.host_peak_spec(parse_cpuinfo(INTEL)).fp32_ops_per_cycle == 64
+    zen4 = events.host_peak_spec(parse_cpuinfo(AMD))   # 512-bit on 256-bit pipes
     assert zen4.fp32_ops_per_cycle == 32
     assert events.PeakSpec(256, fma_units=1).fp32_ops_per_cycle == 16
-    assert events.host_peak_spec(events.parse_cpuinfo(INTEL),
+    assert events.host_peak_spec(parse_cpuinfo(INTEL),
                                  vector_bits=256).fp32_ops_per_cycle == 32

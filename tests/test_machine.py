@@ -91,7 +91,7 @@ def test_machine_command_stores_plausible_limits_per_host(measured, monkeypatch)
 
 
 def test_peak_at_each_width_uses_that_width_where_the_host_has_it(measured, monkeypatch):
-    from convbench.machine.peak import cpu_features
+    from convbench.host import cpu_features
 
     monkeypatch.setenv("CONVBENCH_MACHINE_DIR", str(measured[0]))
     limits = store.machine_limits()

@@ -214,15 +214,6 @@ def test_sigterm_leaves_an_interrupted_run_that_resumes(tmp_path):
     assert "--resume" in err.decode()
 
 
-def test_vector_width_feature_strings():
-    from convbench.harness.worker import cpu_features
-
-    assert cpu_features("auto") is None
-    wide, narrow = cpu_features("512"), cpu_features("256")
-    assert wide.endswith(",-prefer-256-bit") and narrow.endswith(",+prefer-256-bit")
-    assert wide.rsplit(",", 1)[0] == narrow.rsplit(",", 1)[0]  # the host's own features
-
-
 def test_help_documents_filters():
     out = convbench("run", "--help")
     assert out.returncode == 0 and "KEY=GLOB" in out.stdout and "--resume" in out.stdout

@@ -11,8 +11,9 @@ import click
 def command(events_: str) -> None:
     """List the counter backends available here and each event's support, with reasons."""
     from convbench.harness.counters import events, parse, perf, sim
+    from convbench.host import detect_cpu
 
-    cpu = events.detect_cpu()
+    cpu = detect_cpu()
     overrides = [e for e in events_.split(",") if e.strip()]
     try:
         emap = events.with_overrides(events.host_event_map(), overrides)

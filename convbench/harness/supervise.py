@@ -39,7 +39,6 @@ SIM_SLOWDOWN = 100        # a simulated counting pass may take this much longer
 # back-to-back calls: OpenBLAS 128^3-1024^3, oneDNN convs 0.15-2.4 ms (OMP_WAIT_POLICY=
 # PASSIVE, by contrast, made oneDNN 1.2-2.1x slower).  A user's own setting wins.
 QUIET_SPIN_ENV = {"OPENBLAS_THREAD_TIMEOUT": "16", "GOMP_SPINCOUNT": "10000"}
-_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -82,8 +81,6 @@ class WorkerProcess:
         self.log = self.tmp / "worker.log"
         read_fd, write_fd = os.pipe()
         env = {**QUIET_SPIN_ENV, **os.environ}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT),
-                                                          env.get("PYTHONPATH")]))
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
                 [*prefix, sys.executable, "-m", "convbench.harness.worker",

@@ -18,6 +18,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from convbench import host
+
 LIBRARIES = ("numpy", "numba", "llvmlite", "scipy", "pandas", "pyarrow", "pyperf",
              "threadpoolctl", "click")
 UNKNOWN = "unknown"
@@ -31,16 +33,10 @@ def _read(path: str) -> str:
 
 
 def cpu_info() -> dict[str, Any]:
-    """Model name and flags of the first CPU in /proc/cpuinfo."""
-    fields: dict[str, str] = {}
-    for line in _read("/proc/cpuinfo").splitlines():
-        if not line.strip():
-            break  # the first processor's block is enough
-        key, _, value = line.partition(":")
-        fields[key.strip()] = value.strip()
-    return {"cpu_model": fields.get("model name", platform.processor() or UNKNOWN),
-            "cpu_flags": fields.get("flags", "").split(),
-            "cpu_mhz_nominal": float(fields["cpu MHz"]) if "cpu MHz" in fields else None}
+    """Model name, flags and nominal MHz of this host's CPU (:mod:`convbench.host`)."""
+    cpu = host.detect_cpu()
+    return {"cpu_model": host.cpu_model(), "cpu_flags": list(cpu.flags),
+            "cpu_mhz_nominal": cpu.mhz_nominal}
 
 
 def cpu_times() -> dict[str, int]:
@@ -71,10 +67,6 @@ def steal_share(before: dict[str, Any], after: dict[str, Any]) -> float | None:
     return (after["cpu_times"]["steal"] - before["cpu_times"]["steal"]) / total
 
 
-def _governor() -> str:
-    return _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor").strip() or UNKNOWN
-
-
 def _perf() -> dict[str, Any]:
     paranoid = _read("/proc/sys/kernel/perf_event_paranoid").strip()
     return {"perf_binary": shutil.which("perf") or "", "perf_event_paranoid":
@@ -99,7 +91,7 @@ def collect() -> dict[str, Any]:
     uname = platform.uname()
     return {"host": socket.gethostname(), **cpu_info(), "cores": os.cpu_count(),
             "arch": uname.machine, "kernel": uname.release, "os": uname.system,
-            "governor": _governor(), "libraries": _versions(), **_perf(),
+            "governor": host.governor() or UNKNOWN, "libraries": _versions(), **_perf(),
             "machine": _machine_limits(), "load_before": load_snapshot(), "workers": {}}
 
 

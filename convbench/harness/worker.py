@@ -22,24 +22,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from convbench.harness.protocol import Counts, Enter, Hello, Job, Message, Result, Settings
+from convbench.host import FEATURES_ENV, cpu_features
 from convbench.status import Status
-
-FEATURES_ENV = "NUMBA_CPU_FEATURES"
-
-
-def cpu_features(width: str) -> str | None:
-    """The ``NUMBA_CPU_FEATURES`` value for a vector width (None: leave numba's default).
-
-    512 and 256 start from the host's own features (llvmlite) and set LLVM's
-    ``prefer-256-bit`` tuning flag off or on: on some hosts LLVM prefers 256-bit code by
-    default and compute-bound kernels lose half their throughput (BRIEF.md).
-    """
-    if width == "auto":
-        return None
-    import llvmlite.binding as llvm
-
-    features = llvm.get_host_cpu_features().flatten()
-    return features + (",-prefer-256-bit" if width == "512" else ",+prefer-256-bit")
 
 
 def apply_vector_width(width: str) -> None:

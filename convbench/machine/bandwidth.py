@@ -1,6 +1,6 @@
 """Memory bandwidth: STREAM triad over working sets sized to each cache level and DRAM.
 
-Sizes come from sysfs (``/sys/devices/system/cpu/cpu0/cache``).  A working set of half a
+Sizes come from sysfs (:func:`convbench.host.caches`).  A working set of half a
 level's capacity sits in that level; for a level shared by several cores the half is split
 between the threads, and DRAM's is four times the last level (at least 64 MiB).  Bytes
 count as STREAM does: two arrays read, one written, no write-allocate traffic.
@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from convbench import host
+
 LEVELS = ("L1", "L2", "L3", "DRAM")
-_SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
 # Used only where sysfs says nothing (some containers, macOS); recorded as assumed.
 _FALLBACK = {"L1": (32 << 10, 1), "L2": (1 << 20, 1), "L3": (32 << 20, 0)}
 _ITEM = 8  # float64, as STREAM
@@ -26,32 +27,10 @@ class Cache:
     from_sysfs: bool
 
 
-def _size(text: str) -> int:
-    text = text.strip().upper()
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-    return int(text.rstrip("KMG")) * scale
-
-
-def _cpu_count(cpu_list: str) -> int:
-    count = 0
-    for part in cpu_list.strip().split(","):
-        lo, _, hi = part.partition("-")
-        count += int(hi or lo) - int(lo) + 1 if lo else 0
-    return count
-
-
-def cache_levels(sysfs: Path = _SYSFS) -> dict[str, Cache]:
+def cache_levels(sysfs: Path = host.CACHE_SYSFS) -> dict[str, Cache]:
     """Data (or unified) caches L1-L3 of CPU 0; missing levels take assumed sizes."""
-    found: dict[str, Cache] = {}
-    for index in sorted(sysfs.glob("index*")) if sysfs.is_dir() else []:
-        try:
-            if (index / "type").read_text().strip() == "Instruction":
-                continue
-            level = "L" + (index / "level").read_text().strip()
-            shared = _cpu_count((index / "shared_cpu_list").read_text())
-            found[level] = Cache(level, _size((index / "size").read_text()), shared, True)
-        except (OSError, ValueError):
-            continue
+    found = {f"L{c.level}": Cache(f"L{c.level}", c.size_bytes, c.shared_by, True)
+             for c in host.caches(sysfs) if c.kind != "Instruction"}
     for level, (size, shared) in _FALLBACK.items():
         found.setdefault(level, Cache(level, size, shared, False))
     return {k: found[k] for k in ("L1", "L2", "L3")}

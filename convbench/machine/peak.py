@@ -1,7 +1,7 @@
 """FP32 peak: an FMA micro-benchmark at 256- and 512-bit vector width, 1..N threads.
 
-The width is fixed by ``NUMBA_CPU_FEATURES`` (the host's feature string with
-``+prefer-256-bit`` or ``-prefer-256-bit``), which numba reads once at import, so each width
+The width is fixed by ``NUMBA_CPU_FEATURES`` (:func:`convbench.host.cpu_features`, the same
+string the kernels' workers run under), which numba reads once at import, so each width
 runs in its own process: ``python -m convbench.machine.peak --width 512 --threads 1,2``
 prints one JSON object.  The assembly of the compiled kernel is read back to record the
 width LLVM actually used; a width the host cannot execute is reported as missing, not
@@ -17,17 +17,9 @@ import subprocess
 import sys
 from typing import Any
 
+from convbench import host
+
 WIDTHS = ("256", "512")
-
-
-def cpu_features(width: str) -> str:
-    """``NUMBA_CPU_FEATURES`` value that makes LLVM prefer ``width``-bit vectors here."""
-    from llvmlite import binding as llvm
-
-    features = [f for f in llvm.get_host_cpu_features().flatten().split(",")
-                if f and not f.endswith("prefer-256-bit")]
-    features.append("+prefer-256-bit" if width == "256" else "-prefer-256-bit")
-    return ",".join(features)
 
 
 def _measure_here(threads: list[int], min_seconds: float, repeats: int) -> dict[str, Any]:
@@ -52,7 +44,10 @@ def measure_width(width: str, threads: list[int], min_seconds: float = 0.2,
                   repeats: int = 5) -> dict[str, Any]:
     """Run the FMA benchmark for one width in a fresh process; returns ``gflops`` by
     thread count (as strings), ``asm_width`` (bits LLVM used) and ``packed_fma``."""
-    env = dict(os.environ, NUMBA_CPU_FEATURES=cpu_features(width))
+    features = host.cpu_features(width)
+    if features is None:
+        raise ValueError("the peak is measured at an explicit width (256 or 512), not auto")
+    env = {**os.environ, host.FEATURES_ENV: features}
     cmd = [sys.executable, "-m", "convbench.machine.peak", "--threads",
            ",".join(map(str, threads)), "--seconds", str(min_seconds), "--repeats",
            str(repeats)]

@@ -29,10 +29,11 @@ import hashlib
 import json
 import math
 import os
-import platform
 import socket
 from pathlib import Path
 from typing import Any
+
+from convbench import host
 
 FORMAT_VERSION = 1
 
@@ -44,22 +45,12 @@ def default_dir() -> Path:
     return Path(cache) / "convbench" / "machine"
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith(("model name", "cpu model", "hardware")):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def host_identity() -> dict[str, Any]:
     """Host name, CPU model and count, and a key that changes when the CPU does."""
     from convbench.machine.bandwidth import cache_levels
 
     caches = ",".join(f"{c.level}={c.size_bytes}" for c in cache_levels().values())
-    model, cpus, hostname = cpu_model(), os.cpu_count() or 1, socket.gethostname()
+    model, cpus, hostname = host.cpu_model(), os.cpu_count() or 1, socket.gethostname()
     digest = hashlib.sha1(f"{model}|{cpus}|{caches}".encode()).hexdigest()[:10]
     return {"hostname": hostname, "cpu_model": model, "cpus": cpus,
             "key": f"{hostname}-{digest}"}

@@ -34,6 +34,7 @@ import functools
 import re
 import warnings
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -443,7 +444,12 @@ def load_suite(path: str | Path) -> Suite:
 
 
 def shipped_suites_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "suites"
+    """The shipped suites: package data of ``convbench``, so an installed wheel has them too.
+
+    convbench is always installed as files on disk (numba's ``cache=True`` needs its
+    kernels' source files), so the resource is a plain directory.
+    """
+    return Path(str(resources.files("convbench") / "suites"))
 
 
 def shipped_suites() -> list[Path]:
@@ -451,6 +457,8 @@ def shipped_suites() -> list[Path]:
 
 
 def resolve_suite_path(path: str | Path) -> Path:
+    """``path`` itself where it exists or has a suffix; else the shipped suite of that name
+    (``resnet50`` -> the shipped ``resnet50.yaml``)."""
     p = Path(path)
     if p.exists() or p.suffix:
         return p

@@ -28,18 +28,10 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from convbench.host import CpuId, detect_cpu, sve_vector_bits
+
 SOFTWARE_EVENTS = ("task-clock", "page-faults", "context-switches")
 ROLES = ("cycles", "instructions", "l1d_loads", "l1d_misses", "llc_refs", "llc_misses")
-
-
-@dataclass(frozen=True)
-class CpuId:
-    vendor: str                   # GenuineIntel | AuthenticAMD | ARM | ...
-    family: int = 0               # x86 family; 0 on ARM
-    model: int = 0                # x86 model, or ARM "CPU part"
-    implementer: int = 0          # ARM "CPU implementer" (0x41 Arm Ltd)
-    model_name: str = ""
-    flags: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -59,37 +51,6 @@ class EventMap:
         names = list(self.roles.values()) + list(self.fp_events) + list(self.extra)
         names += SOFTWARE_EVENTS
         return list(dict.fromkeys(names))
-
-
-def parse_cpuinfo(text: str) -> CpuId:
-    """The first processor's identity from /proc/cpuinfo text (x86 or ARM)."""
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            if fields:
-                break
-            continue
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip().lower(), value.strip())
-
-    def num(key: str) -> int:
-        v = fields.get(key, "0") or "0"
-        return int(v, 16) if v.lower().startswith("0x") else int(v)
-
-    if "cpu implementer" in fields:
-        return CpuId("ARM", 0, num("cpu part"), num("cpu implementer"),
-                     fields.get("model name", ""),
-                     frozenset(fields.get("features", "").split()))
-    return CpuId(fields.get("vendor_id", "unknown"), num("cpu family"), num("model"), 0,
-                 fields.get("model name", ""), frozenset(fields.get("flags", "").split()))
-
-
-def detect_cpu(path: str = "/proc/cpuinfo") -> CpuId:
-    try:
-        with open(path) as f:
-            return parse_cpuinfo(f.read())
-    except OSError:
-        return CpuId("unknown")
 
 
 _GENERIC_ROLES = {
@@ -140,14 +101,6 @@ def arm_map(part: int = 0, sve_bits: int = 0) -> EventMap:
 
 def generic_map() -> EventMap:
     return EventMap("generic", dict(_GENERIC_ROLES), fp_ops_reason=_NO_FP_GENERIC)
-
-
-def sve_vector_bits(path: str = "/proc/sys/abi/sve_default_vector_length") -> int:
-    try:
-        with open(path) as f:
-            return int(f.read().strip()) * 8
-    except (OSError, ValueError):
-        return 0
 
 
 def event_map_for(cpu: CpuId, sve_bits: int = 0) -> EventMap:

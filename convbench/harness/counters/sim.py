@@ -33,6 +33,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from convbench import host
 from convbench.harness.counters.metrics import Metrics
 
 ENV_DIR = "CONVBENCH_SIM_DIR"
@@ -48,26 +49,19 @@ _NOT_SIMULATED = ("ipc", "fma_utilization", "counted_gflops", "dram_bandwidth_gb
 
 
 # -- cache geometry ------------------------------------------------------------------
-def _sysfs_caches(root: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[str, str]:
-    """{"I1"|"D1"|"LL": "size,assoc,line"} from sysfs (LL: the highest unified level)."""
-    found: dict[str, tuple[int, str]] = {}
-    for index in sorted(glob.glob(os.path.join(root, "index*"))):
-        def attr(name: str, index: str = index) -> str:
-            return Path(index, name).read_text().strip()
-        try:
-            level, kind = int(attr("level")), attr("type")
-            size = attr("size")
-            nbytes = int(size[:-1]) * {"K": 1024, "M": 1 << 20}[size[-1]] \
-                if size[-1] in "KM" else int(size)
-            assoc, line = int(attr("ways_of_associativity")), int(attr("coherency_line_size"))
-        except (OSError, ValueError, KeyError):
+def _host_caches() -> dict[str, str]:
+    """{"I1"|"D1"|"LL": "size,assoc,line"} of this host (LL: the highest unified level)."""
+    found: dict[str, str] = {}
+    for cache in host.caches():  # by level, so the last unified one is the LL
+        if not (cache.ways and cache.line_bytes):
             continue
-        geometry = f"{_power_of_two_sets(nbytes, assoc, line)},{assoc},{line}"
-        if level == 1 and kind in ("Data", "Instruction"):
-            found["D1" if kind == "Data" else "I1"] = (1, geometry)
-        elif kind == "Unified" and level >= found.get("LL", (0, ""))[0]:
-            found["LL"] = (level, geometry)
-    return {k: v for k, (_, v) in found.items()}
+        geometry = (f"{_power_of_two_sets(cache.size_bytes, cache.ways, cache.line_bytes)},"
+                    f"{cache.ways},{cache.line_bytes}")
+        if cache.level == 1 and cache.kind in ("Data", "Instruction"):
+            found["D1" if cache.kind == "Data" else "I1"] = geometry
+        elif cache.kind == "Unified":
+            found["LL"] = geometry
+    return found
 
 
 def _power_of_two_sets(size: int, assoc: int, line: int) -> int:
@@ -79,9 +73,9 @@ def _power_of_two_sets(size: int, assoc: int, line: int) -> int:
 def geometry(i1: str | None = None, d1: str | None = None, ll: str | None = None
              ) -> dict[str, str]:
     """Cache geometry for callgrind: the user's where given, else the host's."""
-    host = _sysfs_caches()
+    here = _host_caches()
     given = {"I1": i1, "D1": d1, "LL": ll}
-    return {k: v for k in ("I1", "D1", "LL") if (v := given[k] or host.get(k))}
+    return {k: v for k in ("I1", "D1", "LL") if (v := given[k] or here.get(k))}
 
 
 def worker_prefix(out_dir: str | None = None, i1: str | None = None, d1: str | None = None,

@@ -1,0 +1,72 @@
+"""convbench.host on this machine's real /proc and /sys, and the one NUMBA_CPU_FEATURES
+builder that the kernels' workers and the peak benchmark share."""
+
+import os
+import subprocess
+
+import pytest
+
+from convbench import host
+from convbench.harness import worker
+from convbench.machine import peak
+
+
+def test_cpu_identity_is_read():
+    cpu = host.detect_cpu()
+    assert host.cpu_model()
+    assert cpu.vendor != "unknown" and cpu.flags and cpu.arch
+
+
+def test_widths_offer_auto_and_512_only_with_avx512f():
+    cpu = host.detect_cpu()
+    widths = host.vector_widths(cpu)
+    assert "auto" in widths
+    assert ("512" in widths) == ("avx512f" in cpu.flags)
+
+
+def test_caches_ascend_by_level_with_positive_sizes():
+    caches = host.caches()
+    if not caches:
+        pytest.skip(f"no cache information under {host.CACHE_SYSFS} on this machine")
+    levels = [c.level for c in caches]
+    assert levels == sorted(levels) and levels[0] == 1
+    assert all(c.size_bytes > 0 for c in caches)
+
+
+def test_cache_sizes_and_sharing_parse():
+    assert host.parse_size("48K") == 48 << 10 and host.parse_size("105M") == 105 << 20
+    assert host.CacheInfo(3, "Unified", 1, shared_cpu_list="0-3,8-11").shared_by == 8
+    assert host.CacheInfo(1, "Data", 1).shared_by == 0  # not given: unknown
+
+
+@pytest.mark.parametrize("width", ["256", "512"])
+def test_features_carry_exactly_one_prefer_256_bit_entry(width):
+    features = host.cpu_features(width).split(",")
+    wanted = "+prefer-256-bit" if width == "256" else "-prefer-256-bit"
+    assert wanted in features
+    assert sum(f.endswith("prefer-256-bit") for f in features) == 1
+
+
+def test_vector_width_feature_strings():
+    assert host.cpu_features("auto") is None
+    wide, narrow = host.cpu_features("512"), host.cpu_features("256")
+    assert wide.endswith(",-prefer-256-bit") and narrow.endswith(",+prefer-256-bit")
+    assert wide.rsplit(",", 1)[0] == narrow.rsplit(",", 1)[0]  # the host's own features
+    with pytest.raises(ValueError, match="vector width"):
+        host.cpu_features("1024")
+
+
+@pytest.mark.parametrize("width", ["256", "512"])
+def test_worker_and_peak_compile_under_the_same_features(width, monkeypatch):
+    """The peak a GFLOP/s figure is divided by must be measured under the kernels' flags."""
+    seen = {}
+
+    def fake_run(cmd, env, **_):
+        seen["peak"] = env[host.FEATURES_ENV]
+        return subprocess.CompletedProcess(cmd, 0, stdout='{"gflops": {}}\n', stderr="")
+
+    monkeypatch.setattr(peak.subprocess, "run", fake_run)
+    peak.measure_width(width, [1])
+    monkeypatch.setenv(host.FEATURES_ENV, "restored after the test")
+    worker.apply_vector_width(width)
+    assert seen["peak"] == os.environ[host.FEATURES_ENV]
