@@ -1,5 +1,10 @@
 """Discovers the algorithm modules of :mod:`convbench.kernels` and enumerates variants.
 
+The rule: every module of the package whose name does not start with ``_`` is imported, and
+each one's ``ALGORITHMS`` list (if it has one) is registered.  Infrastructure modules
+(``base``, ``layouts``, ``reference``, ``asm``, ...) simply have no ``ALGORITHMS``; a
+``_``-prefixed module (``_numba_support``) is never imported by discovery at all.
+
 ``CONVBENCH_EXTRA_KERNELS`` (comma-separated module paths, e.g. ``tests.fault_kernels``)
 names extra modules whose ``ALGORITHMS`` are registered too: tests use it to add kernels
 that crash, hang or answer wrongly without shipping them in :mod:`convbench.kernels`.
@@ -18,23 +23,31 @@ from convbench.errors import ConvbenchError
 from convbench.kernels.base import Algorithm, ParamValue, Variant
 from convbench.spec.problem import ConvProblem
 
-# Modules of the package that hold infrastructure, not algorithms.
-_NOT_ALGORITHMS = {"base", "registry", "reference", "layouts"}
 EXTRA_KERNELS_ENV = "CONVBENCH_EXTRA_KERNELS"
+KERNELS_PACKAGE = "convbench.kernels"
+
+
+def _package_modules() -> list[str]:
+    """Every module of :mod:`convbench.kernels` by full name, sorted, ``_``-prefixed included."""
+    import convbench.kernels as pkg
+
+    return [f"{KERNELS_PACKAGE}.{info.name}"
+            for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name)]
+
+
+def _algorithm_modules() -> list[str]:
+    """The modules discovery imports: the package's non-``_`` modules, then the extra ones."""
+    names = [name for name in _package_modules()
+             if not name.rpartition(".")[2].startswith("_")]
+    extra = os.environ.get(EXTRA_KERNELS_ENV, "")
+    return names + [name.strip() for name in extra.split(",") if name.strip()]
 
 
 @cache
 def algorithms() -> dict[str, Algorithm]:
     """Every registered algorithm by name, in module order."""
-    import convbench.kernels as pkg
-
-    names = [f"convbench.kernels.{info.name}"
-             for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name)
-             if info.name not in _NOT_ALGORITHMS and not info.name.startswith("_")]
-    extra = os.environ.get(EXTRA_KERNELS_ENV, "")
-    names += [name.strip() for name in extra.split(",") if name.strip()]
     found: dict[str, Algorithm] = {}
-    for name in names:
+    for name in _algorithm_modules():
         module = importlib.import_module(name)
         for alg in getattr(module, "ALGORITHMS", ()):
             if alg.name in found:
