@@ -1,4 +1,5 @@
-"""Discovers the algorithm modules of :mod:`convbench.kernels` and enumerates variants.
+"""Discovers the algorithm modules of :mod:`convbench.kernels`, enumerates variants and
+versions each kernel's code (:func:`kernel_version`).
 
 The rule: every module of the package whose name does not start with ``_`` is imported, and
 each one's ``ALGORITHMS`` list (if it has one) is registered.  Infrastructure modules
@@ -13,11 +14,16 @@ The variable is inherited by worker processes, so they see the same registry.
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import importlib
+import importlib.util
 import os
 import pkgutil
 from collections.abc import Iterator, Mapping
 from functools import cache
+from pathlib import Path
+from types import ModuleType
 
 from convbench.errors import ConvbenchError
 from convbench.kernels.base import Algorithm, ParamValue, Variant
@@ -25,6 +31,7 @@ from convbench.spec.problem import ConvProblem
 
 EXTRA_KERNELS_ENV = "CONVBENCH_EXTRA_KERNELS"
 KERNELS_PACKAGE = "convbench.kernels"
+VERSION_DIGITS = 12
 
 
 def _package_modules() -> list[str]:
@@ -61,6 +68,69 @@ def get(name: str) -> Algorithm:
     if name not in algs:
         raise ConvbenchError(f"unknown algorithm {name!r}; known: {', '.join(algs)}")
     return algs[name]
+
+
+@cache
+def kernel_version(name: str) -> str:
+    """Short hash of the code behind algorithm ``name``: its module's source plus the source
+    of every :mod:`convbench.kernels` module that module imports, transitively (``gemm``,
+    ``_numba_support``, ``layouts``, ``winograd_transforms``, ``base``, ...).
+
+    Editing the kernel or a helper it uses changes the version; editing a kernel module it
+    does not import does not.  Algorithms defined in one module share a version.  Sources
+    are read from disk once per process (the result is cached), like asv's benchmark hash:
+    results that carry it say when the kernel's code changed between runs."""
+    get(name)   # an unknown name is the user's error
+    root = _defining_module(name)
+    digest = hashlib.sha256()
+    for module_name, path in sorted(kernel_sources(root.__name__).items()):
+        digest.update(module_name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:VERSION_DIGITS]
+
+
+def _defining_module(name: str) -> ModuleType:
+    for module_name in _algorithm_modules():
+        module = importlib.import_module(module_name)
+        if any(alg.name == name for alg in getattr(module, "ALGORITHMS", ())):
+            return module
+    raise RuntimeError(f"algorithm {name!r} is registered but no module defines it")
+
+
+def kernel_sources(module_name: str) -> dict[str, Path]:
+    """``module_name``'s source file and those of the :mod:`convbench.kernels` modules it
+    imports, directly or through one another, by module name.
+
+    Imports are read from the source (``import``/``from ... import`` anywhere in it, lazy
+    ones inside functions included), so nothing is imported to find them."""
+    package = set(_package_modules())
+    sources = {module_name: _source_path(module_name)}
+    pending = [module_name]
+    while pending:
+        current = pending.pop()
+        for imported in _imported_names(current, sources[current]):
+            if imported in package and imported not in sources:
+                sources[imported] = _source_path(imported)
+                pending.append(imported)
+    return sources
+
+
+def _source_path(module_name: str) -> Path:
+    return Path(importlib.util.find_spec(module_name).origin)
+
+
+def _imported_names(module_name: str, path: Path) -> set[str]:
+    """Every module name an import statement of the file could refer to: ``from a import b``
+    gives both ``a`` and ``a.b`` (b may be a submodule)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            relative = "." * node.level + (node.module or "")
+            base = importlib.util.resolve_name(relative, module_name.rpartition(".")[0])
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
 
 
 def variants(problem: ConvProblem, names: tuple[str, ...] | None = None,
