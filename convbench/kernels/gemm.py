@@ -332,6 +332,23 @@ def blocking_from(params: Mapping[str, ParamValue]) -> Blocking:
     return Blocking(*(int(params.get(p.name, p.default)) for p in BLOCKING_PARAMS))
 
 
+# The GEMM behind im2col, Winograd and Strassen, one sweep parameter for all three.
+GEMM_BACKENDS = ("blas", "own")
+GEMM_BACKEND = Param("gemm", GEMM_BACKENDS, "blas",
+                     "GEMM: blas = BLAS sgemm through numpy.matmul (a library baseline), "
+                     "own = the packed GEMM of convbench.kernels.gemm")
+
+
+def gemm_backend(params: Mapping[str, ParamValue]) -> str:
+    """The variant's GEMM backend (:data:`GEMM_BACKEND`'s default when not given)."""
+    return str(params.get(GEMM_BACKEND.name, GEMM_BACKEND.default))
+
+
+def own_blocking(params: Mapping[str, ParamValue]) -> Blocking | None:
+    """The default :class:`Blocking` for ``gemm=own``, None for ``gemm=blas``."""
+    return Blocking() if gemm_backend(params) == "own" else None
+
+
 def blocking_unused(params: Mapping[str, ParamValue]) -> str | None:
     """Skip reason for non-default blocking on a variant that calls BLAS instead."""
     changed = [p.name for p in BLOCKING_PARAMS if params.get(p.name, p.default) != p.default]

@@ -15,11 +15,9 @@ from collections.abc import Mapping
 import numba
 import numpy as np
 
-from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
-from convbench.kernels.gemm import Blocking
+from convbench.kernels.base import Algorithm, ParamValue, Prepared
+from convbench.kernels.gemm import GEMM_BACKEND, Blocking, own_blocking
 from convbench.spec.problem import ConvProblem
-
-GEMM_BACKENDS = ("blas", "own")
 
 
 @numba.njit(parallel=True, cache=True)
@@ -161,9 +159,8 @@ def _build(problem: ConvProblem, w: np.ndarray, layout: str,
            params: Mapping[str, ParamValue]) -> Prepared:
     # gemm=own uses the default blocking: the blocking sweep lives with the own-GEMM
     # algorithms (indirect, spatial_pack), keeping im2col's variant ids short and stable
-    blocking = Blocking() if params.get("gemm", "blas") == "own" else None
     kind = Im2colNCHW if layout == "nchw" else Im2colNHWC
-    return kind(problem, w, blocking)
+    return kind(problem, w, own_blocking(params))
 
 
 ALGORITHMS = [
@@ -173,7 +170,7 @@ ALGORITHMS = [
         source="Caffe (Jia 2014); seed 000 section 2",
         layouts=("nchw", "nhwc"),
         build=_build,
-        params=(Param("gemm", GEMM_BACKENDS, "blas", "GEMM behind the unfold"),),
+        params=(GEMM_BACKEND,),
         notes="gemm=blas: BLAS sgemm through numpy.matmul (a library baseline); gemm=own: "
               "our packed GEMM.  The 1x1 stride-1 case skips the unfold.",
     )
