@@ -222,13 +222,9 @@ def _tree_bytes(node: _Left) -> int:
     return sum(_tree_bytes(c) for c in node.children)
 
 
-def is_pointwise_unit_stride(p: ConvProblem) -> bool:
-    return (p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.g) == (1, 1, 1, 1, 0, 0, 1)
-
-
 def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
              ) -> str | None:
-    if not is_pointwise_unit_stride(problem):
+    if not problem.is_pointwise or problem.g != 1:
         return "Strassen here covers 1x1, stride 1, unpadded, ungrouped convolutions only"
     depth = resolve_depth(problem, params.get("depth", "auto"))
     if depth > max_accurate_depth(problem.ic):
