@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from convbench.kernels.base import Algorithm, ParamValue, Prepared
-from convbench.kernels.im2col import Im2colNCHW, is_pointwise
+from convbench.kernels.im2col import Im2colNCHW
 from convbench.spec.problem import ConvProblem
 
 EXTRA_WORK_ENV = "CONVBENCH_TEST_EXTRA_WORK"
@@ -26,7 +26,7 @@ class _Gated(Prepared):
     in_layout = out_layout = "nchw"
 
     def __init__(self, problem: ConvProblem, w: np.ndarray, extra: float):
-        if problem.g != 1 or problem.mb != 1 or is_pointwise(problem):
+        if problem.g != 1 or problem.mb != 1 or problem.is_pointwise:
             raise ValueError("t_gated handles groups 1, batch 1 and unfolded convs only")
         self.kernel = Im2colNCHW(problem, w)
         self.extra_rows = round(extra * problem.oc)

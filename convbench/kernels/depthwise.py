@@ -26,12 +26,9 @@ from functools import cache
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
 
+from convbench.kernels._numba_support import cached_closure, f32_at, stack_f32, store_lanes
 from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
-from convbench.kernels.gemm import cached_closure, f32_at, stable_identity, stack_f32
 from convbench.spec.problem import ConvProblem
 
 V = 16   # channels per packed weight block: one zmm register of float32
@@ -67,34 +64,6 @@ def pack_weights(w_oihw: np.ndarray, lanes: int = V) -> np.ndarray:
 @numba.njit(inline="always")
 def _clamp(i, n):  # pragma: no cover - jitted
     return min(max(i, 0), n - 1)
-
-
-@intrinsic
-def store_lanes(typingctx, dst, offset, src, src_offset, n):  # pragma: no cover - codegen
-    """``dst[offset : offset + n] = src[src_offset : src_offset + n]`` as ONE vector load and
-    store of ``n`` (a compile-time constant) float32: ``src`` is a :func:`stack_f32` buffer.
-
-    numba leaves LLVM's SLP vectoriser off, and a copy loop of 16 lanes is fully unrolled
-    before the loop vectoriser runs: it came out as 16 scalar moves per output vector (or a
-    ``memcpy`` call when the count was not a constant)."""
-    if not (isinstance(n, types.IntegerLiteral) and isinstance(dst, types.Array)
-            and dst.dtype == types.float32):
-        return None
-    count = n.literal_value
-
-    def codegen(context, builder, signature, args):
-        arr = context.make_array(signature.args[0])(context, builder, value=args[0])
-        off = context.cast(builder, args[1], signature.args[1], types.intp)
-        src_off = context.cast(builder, args[3], signature.args[3], types.intp)
-        vec = ir.VectorType(ir.FloatType(), count).as_pointer()
-        value = builder.load(builder.bitcast(builder.gep(args[2], [src_off]), vec), align=4)
-        builder.store(value, builder.bitcast(builder.gep(arr.data, [off]), vec), align=4)
-        return context.get_dummy_value()
-
-    return types.void(dst, offset, src, src_offset, n), codegen
-
-
-stable_identity(store_lanes, "depthwise.store_lanes")
 
 
 @cache

@@ -7,10 +7,11 @@ blocks (A block MC x KC meant for L2, B panel KC x NR for L1, B block KC x NC fo
 Threads run over (MC block, NR panel) pairs of each (NC, KC) block with ``numba.prange``.
 
 Vectorisation (read with :mod:`convbench.kernels.asm`): the accumulators live in a
-stack buffer (an entry-block ``alloca`` emitted by :func:`stack_f32`), which LLVM promotes
-to registers.  On the Zen 4 host every MR x NR with NR in {48, 64, 80} compiled to
-MR * NR / 16 zmm (512-bit) FMAs per k step (the default 5 x 64: 20) and a lone micro-kernel
-on cache-resident panels ran at 95-105 GFLOP/s of the ~117 peak.  A heap accumulator
+stack buffer (an entry-block ``alloca`` emitted by
+:func:`~convbench.kernels._numba_support.stack_f32`), which LLVM promotes to registers.
+On the Zen 4 host every MR x NR with NR in {48, 64, 80} compiled to MR * NR / 16 zmm
+(512-bit) FMAs per k step (the default 5 x 64: 20) and a lone micro-kernel on
+cache-resident panels ran at 95-105 GFLOP/s of the ~117 peak.  A heap accumulator
 (``np.empty``) kept loads and stores in the loop (~40 GFLOP/s), and every NR = 32 kernel
 compiled to scalar or spilled code (2-7 GFLOP/s): LLVM fully unrolls a 32-wide loop
 before the loop vectoriser sees it.  NR = 64 also fits the channel counts of CNNs (64,
@@ -27,10 +28,8 @@ from functools import cache
 
 import numba
 import numpy as np
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
+from convbench.kernels._numba_support import cached_closure, f32_at, stack_f32
 from convbench.kernels.base import Param, ParamValue
 
 # Micro-tiles that vectorise on the hosts measured (see module docstring).
@@ -39,74 +38,6 @@ NR_CHOICES = (48, 64)
 DEFAULT_MR, DEFAULT_NR = 5, 64
 # A block 100 x 256 floats = 100 KiB (L2), B panel 256 x 64 = 64 KiB (L1 + L2), NC = 63 panels
 DEFAULT_MC, DEFAULT_KC, DEFAULT_NC = 100, 256, 4032
-
-
-def stable_identity(dispatcher, name: str):
-    """Give a numba function or intrinsic a fixed identity so ``cache=True`` works.
-
-    numba keys a closure's cache entry on its pickled free variables; a captured numba
-    function (and each intrinsic it uses) pickles with a random per-process uuid, so every
-    process missed the cache and recompiled (~1.5 s a kernel).  A uuid made of the name
-    (and tile) is stable.  ``_set_uuid`` is numba's private hook for exactly this state."""
-    dispatcher._set_uuid(f"convbench.kernels.{name}")
-    return dispatcher
-
-
-def cached_closure(key: str, **options: object):
-    """Decorator: ``numba.njit(cache=True, **options)`` for a closure compiled per ``key``
-    (its compile-time constants, e.g. the tile), under a name and identity of its own.
-
-    numba names compiled code after the function's qualified name plus a per-process
-    counter, and cached code keeps those (weak) symbols: closures of one function compiled
-    in different processes can carry the same symbol, and once both are loaded into one
-    process the first answers for both.  Seen here: a stride-2 NCHW[x]c kernel ran on
-    stride-1 layers, and MR = 6 GEMMs ran MR = 4 code (wrong sums) once the harness's
-    workers had filled the cache.  Putting ``key`` in the name keeps every symbol apart."""
-    def wrap(fn):
-        fn.__qualname__ = f"{fn.__qualname__}_{key}"
-        module = fn.__module__.rsplit(".", 1)[-1]
-        return stable_identity(numba.njit(cache=True, **options)(fn),
-                               f"{module}.{fn.__qualname__}")
-    return wrap
-
-
-@intrinsic
-def stack_f32(typingctx, n):  # pragma: no cover - typing/codegen hook
-    """Pointer to ``n`` (a compile-time constant) float32 slots on the caller's stack."""
-    if not isinstance(n, types.IntegerLiteral):
-        return None
-    count = n.literal_value
-
-    def codegen(context, builder, signature, args):
-        return cgutils.alloca_once(builder, context.get_value_type(types.float32), size=count)
-
-    return types.CPointer(types.float32)(n), codegen
-
-
-stable_identity(stack_f32, "gemm.stack_f32")
-
-
-@intrinsic
-def f32_at(typingctx, base, offset):  # pragma: no cover - typing/codegen hook
-    """``base``'s float32 at element ``offset`` from its data pointer, with no bounds or
-    negative-index handling: the offset may reach another buffer (the zero vector).
-
-    Addressing from the array argument (not an integer turned into a pointer) lets LLVM
-    see that these loads never touch the stack accumulators; with ``inttoptr`` it kept a
-    store of every accumulator in the inner loop (~20 instead of ~80 GFLOP/s)."""
-    if not (isinstance(base, types.Array) and base.dtype == types.float32
-            and isinstance(offset, types.Integer)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        arr = context.make_array(signature.args[0])(context, builder, value=args[0])
-        off = context.cast(builder, args[1], signature.args[1], types.intp)
-        return builder.load(builder.gep(arr.data, [off]))
-
-    return types.float32(base, offset), codegen
-
-
-stable_identity(f32_at, "gemm.f32_at")
 
 
 @dataclass(frozen=True)
@@ -399,6 +330,23 @@ BLOCKING_PARAMS = (
 def blocking_from(params: Mapping[str, ParamValue]) -> Blocking:
     """The :class:`Blocking` named by a variant's parameters (defaults for missing ones)."""
     return Blocking(*(int(params.get(p.name, p.default)) for p in BLOCKING_PARAMS))
+
+
+# The GEMM behind im2col, Winograd and Strassen, one sweep parameter for all three.
+GEMM_BACKENDS = ("blas", "own")
+GEMM_BACKEND = Param("gemm", GEMM_BACKENDS, "blas",
+                     "GEMM: blas = BLAS sgemm through numpy.matmul (a library baseline), "
+                     "own = the packed GEMM of convbench.kernels.gemm")
+
+
+def gemm_backend(params: Mapping[str, ParamValue]) -> str:
+    """The variant's GEMM backend (:data:`GEMM_BACKEND`'s default when not given)."""
+    return str(params.get(GEMM_BACKEND.name, GEMM_BACKEND.default))
+
+
+def own_blocking(params: Mapping[str, ParamValue]) -> Blocking | None:
+    """The default :class:`Blocking` for ``gemm=own``, None for ``gemm=blas``."""
+    return Blocking() if gemm_backend(params) == "own" else None
 
 
 def blocking_unused(params: Mapping[str, ParamValue]) -> str | None:

@@ -15,11 +15,9 @@ from collections.abc import Mapping
 import numba
 import numpy as np
 
-from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
-from convbench.kernels.gemm import Blocking
+from convbench.kernels.base import Algorithm, ParamValue, Prepared
+from convbench.kernels.gemm import GEMM_BACKEND, Blocking, own_blocking
 from convbench.spec.problem import ConvProblem
-
-GEMM_BACKENDS = ("blas", "own")
 
 
 @numba.njit(parallel=True, cache=True)
@@ -61,11 +59,6 @@ def _unfold_nhwc(x, cols, c0, icg, kh_len, kw_len, sh, sw, ph, pw, dh, dw,
                         dst[:] = x[ih, iw, c0:c0 + icg]
 
 
-def is_pointwise(p: ConvProblem) -> bool:
-    """1x1, stride 1, no padding: the im2col matrix is the input itself."""
-    return (p.kh, p.kw, p.sh, p.sw, p.ph, p.pw) == (1, 1, 1, 1, 0, 0)
-
-
 class Im2colNCHW(Prepared):
     in_layout = out_layout = "nchw"
 
@@ -73,7 +66,7 @@ class Im2colNCHW(Prepared):
         p = self.p = problem
         self.wmat = np.ascontiguousarray(
             np.asarray(w, np.float32).reshape(p.g, p.ocg, p.reduction_length))
-        self.skip_unfold = is_pointwise(p)
+        self.skip_unfold = p.is_pointwise   # the im2col matrix is the input itself
         k = p.reduction_length
         self.cols = None if self.skip_unfold else np.empty((k, p.oh * p.ow), np.float32)
         self.workspace_bytes = 0 if self.cols is None else self.cols.nbytes
@@ -116,7 +109,7 @@ class Im2colNHWC(Prepared):
         self.wmat = np.ascontiguousarray(
             wg.transpose(0, 3, 4, 2, 1).reshape(p.g, p.reduction_length, p.ocg))
         self.packed_weight_bytes = self.wmat.nbytes
-        self.skip_unfold = is_pointwise(p) and p.g == 1
+        self.skip_unfold = p.is_pointwise and p.g == 1
         k = p.reduction_length
         self.cols = None if self.skip_unfold else np.empty((p.oh * p.ow, k), np.float32)
         self.gout = np.empty((p.oh * p.ow, p.ocg), np.float32) if p.g > 1 else None
@@ -161,9 +154,8 @@ def _build(problem: ConvProblem, w: np.ndarray, layout: str,
            params: Mapping[str, ParamValue]) -> Prepared:
     # gemm=own uses the default blocking: the blocking sweep lives with the own-GEMM
     # algorithms (indirect, spatial_pack), keeping im2col's variant ids short and stable
-    blocking = Blocking() if params.get("gemm", "blas") == "own" else None
     kind = Im2colNCHW if layout == "nchw" else Im2colNHWC
-    return kind(problem, w, blocking)
+    return kind(problem, w, own_blocking(params))
 
 
 ALGORITHMS = [
@@ -173,7 +165,7 @@ ALGORITHMS = [
         source="Caffe (Jia 2014); seed 000 section 2",
         layouts=("nchw", "nhwc"),
         build=_build,
-        params=(Param("gemm", GEMM_BACKENDS, "blas", "GEMM behind the unfold"),),
+        params=(GEMM_BACKEND,),
         notes="gemm=blas: BLAS sgemm through numpy.matmul (a library baseline); gemm=own: "
               "our packed GEMM.  The 1x1 stride-1 case skips the unfold.",
     )

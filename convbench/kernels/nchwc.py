@@ -48,8 +48,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from convbench.kernels import layouts
+from convbench.kernels._numba_support import cached_closure, stable_identity
 from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
-from convbench.kernels.gemm import cached_closure, stable_identity
 from convbench.spec.problem import ConvProblem
 
 IC_BN = (8, 16)

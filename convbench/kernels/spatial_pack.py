@@ -20,8 +20,9 @@ from functools import cache
 import numba
 import numpy as np
 
+from convbench.kernels._numba_support import cached_closure
 from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
-from convbench.kernels.gemm import BLOCKING_PARAMS, Blocking, blocking_from, cached_closure
+from convbench.kernels.gemm import BLOCKING_PARAMS, Blocking, blocking_from
 from convbench.spec.problem import ConvProblem
 
 PARAMS = (

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
-from convbench.kernels.gemm import Blocking
+from convbench.kernels.gemm import GEMM_BACKEND, Blocking, own_blocking
 from convbench.spec.problem import ConvProblem
 
 MAX_DEPTH = 3
@@ -222,13 +222,9 @@ def _tree_bytes(node: _Left) -> int:
     return sum(_tree_bytes(c) for c in node.children)
 
 
-def is_pointwise_unit_stride(p: ConvProblem) -> bool:
-    return (p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.g) == (1, 1, 1, 1, 0, 0, 1)
-
-
 def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
              ) -> str | None:
-    if not is_pointwise_unit_stride(problem):
+    if not problem.is_pointwise or problem.g != 1:
         return "Strassen here covers 1x1, stride 1, unpadded, ungrouped convolutions only"
     depth = resolve_depth(problem, params.get("depth", "auto"))
     if depth > max_accurate_depth(problem.ic):
@@ -246,8 +242,7 @@ def resolve_depth(problem: ConvProblem, depth: ParamValue) -> int:
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,
            params: Mapping[str, ParamValue]) -> Prepared:
     depth = resolve_depth(problem, params.get("depth", "auto"))
-    blocking = Blocking() if params.get("gemm", "blas") == "own" else None
-    return StrassenNCHW(problem, w, depth, blocking)
+    return StrassenNCHW(problem, w, depth, own_blocking(params))
 
 
 ALGORITHMS = [
@@ -259,7 +254,7 @@ ALGORITHMS = [
         build=_build,
         params=(Param("depth", ("auto", 0, 1, 2), "auto",
                       "Strassen levels: auto = MNN's cost model, or forced"),
-                Param("gemm", ("blas", "own"), "blas", "GEMM at the leaves")),
+                GEMM_BACKEND),
         applies=_applies,
         error_growth=ERROR_GROWTH,
         notes="Strassen-Winograd (7 products, 15 additions per level) on the 1x1 GEMM; "

@@ -33,11 +33,10 @@ import numba
 import numpy as np
 
 from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
-from convbench.kernels.gemm import Blocking
+from convbench.kernels.gemm import GEMM_BACKEND, GEMM_BACKENDS, Blocking, gemm_backend
 from convbench.kernels.winograd_transforms import TRANSFORMS, Transform
 from convbench.spec.problem import ConvProblem
 
-GEMM_BACKENDS = ("blas", "own")
 TILE_BLOCKS = (64, 256, 1024)
 
 # gemm=own's micro-tile rows MR (M = tiles of a block, padded up to whole MR panels).  The
@@ -219,7 +218,7 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
         return "Winograd needs a dense (undilated) kernel"
     if p.g != 1:
         return "Winograd here supports groups = 1 only"
-    if params.get("gemm", "blas") == "blas" and params.get("MR", "auto") != "auto":
+    if gemm_backend(params) == "blas" and params.get("MR", "auto") != "auto":
         return "MR only tunes gemm=own"
     return None
 
@@ -229,7 +228,7 @@ def _builder(m: int):
               params: Mapping[str, ParamValue]) -> Prepared:
         mr = params.get("MR", "auto")
         return WinogradNHWC(problem, w, TRANSFORMS[m], int(params["tile_block"]),
-                            str(params.get("gemm", "blas")), None if mr == "auto" else int(mr))
+                            gemm_backend(params), None if mr == "auto" else int(mr))
     return build
 
 
@@ -244,7 +243,7 @@ def _algorithm(m: int) -> Algorithm:
         params=(
             Param("tile_block", TILE_BLOCKS, 1024,
                   "output tiles transformed and multiplied per block (cache blocking)"),
-            Param("gemm", GEMM_BACKENDS, "blas", f"the {alpha * alpha} batched GEMMs"),
+            GEMM_BACKEND,
             # Only the default, so checks stay small; a suite widens it (e.g. [4, 5, 6]).
             Param("MR", ("auto",), "auto",
                   f"gemm=own micro-tile rows: auto (fewest padded rows of {MR_AUTO}) or one "

@@ -128,6 +128,14 @@ class ConvProblem:
         return self.g > 1 and self.g == self.ic == self.oc
 
     @property
+    def is_pointwise(self) -> bool:
+        """1x1 kernel, stride 1, no padding: output pixel i reads input pixel i only, so the
+        conv is one GEMM of the weights with the input as it lies (im2col's unfold is the
+        identity).  Dilation is not tested: it does not move the single tap of a 1x1 kernel.
+        Groups are not tested either: a grouped pointwise conv is one such GEMM per group."""
+        return (self.kh, self.kw, self.sh, self.sw, self.ph, self.pw) == (1, 1, 1, 1, 0, 0)
+
+    @property
     def reduction_length(self) -> int:
         """Products summed into one output value: IC/g * KH * KW."""
         return self.icg * self.kh * self.kw

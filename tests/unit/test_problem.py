@@ -36,3 +36,18 @@ def test_immutable_and_hashable():
     with pytest.raises(AttributeError):
         p.ic = 5
     assert {p: 1}[ConvProblem.make(ic=3, ih=8, oc=4, kh=3)] == 1
+
+
+@pytest.mark.parametrize("fields, pointwise", [
+    ({}, True),                          # 1x1, stride 1, unpadded
+    ({"dh": 2, "dw": 1}, True),          # dilation does not move a 1x1 kernel's only tap
+    ({"g": 4}, True),                    # grouped: one pointwise GEMM per group
+    ({"kh": 3, "kw": 3, "ph": 1}, False),
+    ({"kw": 3}, False),
+    ({"sh": 2}, False),                  # ResNet v1's strided 1x1 shortcut
+    ({"sw": 2}, False),
+    ({"pw": 1}, False),
+])
+def test_is_pointwise(fields, pointwise):
+    p = ConvProblem.make(**{"ic": 8, "ih": 9, "oc": 4, "kh": 1, "kw": 1, **fields})
+    assert p.is_pointwise is pointwise

@@ -1,0 +1,135 @@
+"""numba helpers the kernel modules share: compiled-code identity and three intrinsics.
+
+Nothing here is an algorithm (the leading underscore keeps the registry from looking for
+one); each helper exists because plain numba got something wrong on these hosts:
+
+- :func:`stable_identity` and :func:`cached_closure`: ``cache=True`` on closures.  A
+  closure compiled per tile captures numba functions whose pickled identity is a random
+  per-process uuid, so every process missed the cache and recompiled; and cached code
+  keeps numba's per-process symbol names, so closures of one function cached by different
+  processes could clash once loaded together (the first answered for both: wrong sums).
+- :func:`stack_f32`: accumulators in an entry-block stack buffer, which LLVM promotes to
+  (zmm) registers; a heap ``np.empty`` accumulator kept loads and stores in the inner loop.
+- :func:`f32_at`: a load at an element offset from an array's data with no bounds or
+  negative-index handling (an offset may point into another buffer, the zero vector of
+  padding taps), addressed from the array so LLVM sees it never aliases the stack buffer.
+- :func:`store_lanes`: one vector copy of a constant number of lanes out of a stack
+  buffer; numba leaves LLVM's SLP vectoriser off, so a 16-lane copy loop, unrolled before
+  the loop vectoriser runs, became 16 scalar moves.
+
+The figures behind each are in the docstrings, and the kernels' vectorisation is checked
+by counting packed FMAs in their assembly (tests/kernels/test_vectorised.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import numba
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+Compiled = TypeVar("Compiled")
+
+
+def stable_identity(dispatcher: Compiled, name: str) -> Compiled:
+    """Give a numba function or intrinsic a fixed identity so ``cache=True`` works.
+
+    numba keys a closure's cache entry on its pickled free variables; a captured numba
+    function (and each intrinsic it uses) pickles with a random per-process uuid, so every
+    process missed the cache and recompiled (~1.5 s a kernel).  A uuid made of the name
+    (and tile) is stable.  ``_set_uuid`` is numba's private hook for exactly this state."""
+    dispatcher._set_uuid(f"convbench.kernels.{name}")
+    return dispatcher
+
+
+def cached_closure(key: str, **options: object) -> Callable[[Callable], Callable]:
+    """Decorator: ``numba.njit(cache=True, **options)`` for a closure compiled per ``key``
+    (its compile-time constants, e.g. the tile), under a name and identity of its own.
+
+    numba names compiled code after the function's qualified name plus a per-process
+    counter, and cached code keeps those (weak) symbols: closures of one function compiled
+    in different processes can carry the same symbol, and once both are loaded into one
+    process the first answers for both.  Seen here: a stride-2 NCHW[x]c kernel ran on
+    stride-1 layers, and MR = 6 GEMMs ran MR = 4 code (wrong sums) once the harness's
+    workers had filled the cache.  Putting ``key`` in the name keeps every symbol apart."""
+    def wrap(fn):
+        fn.__qualname__ = f"{fn.__qualname__}_{key}"
+        module = fn.__module__.rsplit(".", 1)[-1]
+        return stable_identity(numba.njit(cache=True, **options)(fn),
+                               f"{module}.{fn.__qualname__}")
+    return wrap
+
+
+@intrinsic
+def stack_f32(typingctx, n):  # pragma: no cover - typing/codegen hook
+    """Pointer to ``n`` (a compile-time constant) float32 slots on the caller's stack.
+
+    An ``alloca`` in the entry block, which LLVM's SROA promotes to registers when every
+    access is at a constant offset: the packed GEMM's MR x NR accumulators ran at 95-105
+    GFLOP/s on the Zen 4 host (~117 peak) this way and ~40 as a heap ``np.empty``."""
+    if not isinstance(n, types.IntegerLiteral):
+        return None
+    count = n.literal_value
+
+    def codegen(context, builder, signature, args):
+        return cgutils.alloca_once(builder, context.get_value_type(types.float32), size=count)
+
+    return types.CPointer(types.float32)(n), codegen
+
+
+stable_identity(stack_f32, "_numba_support.stack_f32")
+
+
+@intrinsic
+def f32_at(typingctx, base, offset):  # pragma: no cover - typing/codegen hook
+    """``base``'s float32 at element ``offset`` from its data pointer, with no bounds or
+    negative-index handling: the offset may reach another buffer (the zero vector).
+
+    Addressing from the array argument (not an integer turned into a pointer) lets LLVM
+    see that these loads never touch the stack accumulators; with ``inttoptr`` it kept a
+    store of every accumulator in the inner loop (~20 instead of ~80 GFLOP/s)."""
+    if not (isinstance(base, types.Array) and base.dtype == types.float32
+            and isinstance(offset, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        arr = context.make_array(signature.args[0])(context, builder, value=args[0])
+        off = context.cast(builder, args[1], signature.args[1], types.intp)
+        return builder.load(builder.gep(arr.data, [off]))
+
+    return types.float32(base, offset), codegen
+
+
+stable_identity(f32_at, "_numba_support.f32_at")
+
+
+@intrinsic
+def store_lanes(typingctx, dst, offset, src, src_offset, n):  # pragma: no cover - codegen
+    """``dst[offset : offset + n] = src[src_offset : src_offset + n]`` as ONE vector load and
+    store of ``n`` (a compile-time constant) float32: ``src`` is a :func:`stack_f32` buffer.
+
+    numba leaves LLVM's SLP vectoriser off, and a copy loop of 16 lanes is fully unrolled
+    before the loop vectoriser runs: it came out as 16 scalar moves per output vector (or a
+    ``memcpy`` call when the count was not a constant)."""
+    if not (isinstance(n, types.IntegerLiteral) and isinstance(dst, types.Array)
+            and dst.dtype == types.float32):
+        return None
+    count = n.literal_value
+
+    def codegen(context, builder, signature, args):
+        arr = context.make_array(signature.args[0])(context, builder, value=args[0])
+        off = context.cast(builder, args[1], signature.args[1], types.intp)
+        src_off = context.cast(builder, args[3], signature.args[3], types.intp)
+        vec = ir.VectorType(ir.FloatType(), count).as_pointer()
+        value = builder.load(builder.bitcast(builder.gep(args[2], [src_off]), vec), align=4)
+        builder.store(value, builder.bitcast(builder.gep(arr.data, [off]), vec), align=4)
+        return context.get_dummy_value()
+
+    return types.void(dst, offset, src, src_offset, n), codegen
+
+
+stable_identity(store_lanes, "_numba_support.store_lanes")
