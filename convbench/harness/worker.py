@@ -163,14 +163,17 @@ def _threading_layer(numba: Any) -> str:
 
 
 def _evictor(job: Job, channel: Channel) -> Any:
-    """The cold modes' Evictor (None when warm), its settings told to the runner."""
+    """The cold modes' Evictor (None when warm), its settings told to the runner.  A
+    counting pass under simulation skips the eviction's timing (each one is simulated)."""
     from convbench.harness import coldcache
 
     if job.cache == coldcache.WARM:
         return None
     evictor = coldcache.Evictor(job.cache, job.threads, job.cold_bytes)
-    channel.send(Settings(settings={"cold_pile_bytes": evictor.nbytes,
-                                    "eviction_s": evictor.seconds_per_eviction()}))
+    settings: dict[str, Any] = {"cold_pile_bytes": evictor.nbytes}
+    if not job.count_only:
+        settings["eviction_s"] = evictor.seconds_per_eviction()
+    channel.send(Settings(settings=settings))
     return evictor
 
 

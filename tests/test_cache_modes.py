@@ -1,0 +1,96 @@
+"""Cache modes: warm, cold-weights and cold are a sweep axis, part of the case's identity,
+and the eviction really moves the caches (simulated misses) without page faults."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+
+import pandas as pd
+import pytest
+
+from convbench.errors import SuiteError
+from convbench.harness import coldcache
+from convbench.host import caches
+from convbench.results.load import load_results
+from convbench.spec.suite import load_suite
+from tests.conftest import DATA, convbench_process
+
+TINY = DATA / "tiny_suite.yaml"
+ONE_CASE = ("--only", "layer=conv1x1,variant=direct/nhwc")
+
+
+def test_suite_cache_axis_is_validated(tmp_path):
+    good = tmp_path / "good.yaml"
+    good.write_text(TINY.read_text().replace("vector_widths: [auto]",
+                                             "vector_widths: [auto]\n  cache: [warm, cold]"))
+    assert load_suite(good).sweep.cache == ("warm", "cold")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace("cache: [warm, cold]", "cache: [tepid]"))
+    with pytest.raises(SuiteError, match=r"sweep\.cache.*warm, cold-weights, cold.*tepid"):
+        load_suite(bad)
+
+
+def test_pile_covers_every_cache_level_of_every_thread():
+    levels = [c for c in caches() if c.kind in ("Unified", "Data")]
+    if not levels:
+        pytest.skip("no cache sizes in sysfs here")
+    top = max(c.level for c in levels)
+    llc = max(c.size_bytes for c in levels if c.level == top)
+    assert coldcache.pile_bytes(1) >= 2 * llc
+    assert coldcache.pile_bytes(2) > coldcache.pile_bytes(1)
+    assert coldcache.pile_bytes(2, override=1 << 24) == 1 << 24
+
+
+def test_cold_cases_are_single_calls_and_never_paired_with_warm(tmp_path, cli):
+    both, cold = tmp_path / "both", tmp_path / "cold"
+    for out, modes in ((both, "warm,cold-weights"), (cold, "cold")):
+        run = convbench_process("run", TINY, *ONE_CASE, "--cache", modes, "--cold-bytes",
+                                str(8 << 20), "-q", "-o", out)
+        assert run.returncode == 0, run.stderr
+    table = load_results(both).table.set_index("cache")
+    assert sorted(table.index) == ["cold-weights", "warm"]
+    assert (table["status"] == "ok").all()
+    assert table.loc["cold-weights", "loops"] == 1 and table.loc["warm", "loops"] > 1
+    assert table.loc["cold-weights", "case_id"].endswith("|cold-weights")
+    assert 0 < table.loc["cold-weights", "timer_resolution_s"] < 1e-5
+    workers = load_results(both).environment["workers"]
+    assert workers["t1/vauto/cold-weights"]["cold_pile_bytes"] == 8 << 20
+    assert "cold_pile_bytes" not in workers["t1/vauto"]
+    # warm is compared with warm and cold with cold; a warm run and a cold run share nothing
+    code, out, err = cli("compare", both, both, "--format", "json")
+    assert code == 0, err
+    code, _, err = cli("compare", both, cold)
+    assert code == 2 and "no variant in common" in err
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_cold_weights_miss_more_than_warm_in_the_simulated_caches(tmp_path):
+    """The mechanism itself: the layer's weights fit the simulated LL, so a warm call hits;
+    after the eviction (simulated, uncounted) the cold-weights call misses D1 and LL."""
+    out = tmp_path / "sim"
+    run = convbench_process("run", TINY, *ONE_CASE, "--cache", "warm,cold-weights",
+                            "--counters", "sim", "--values", "3", "--min-time", "0.001",
+                            "-q", "-o", out)
+    assert run.returncode == 0, run.stderr
+    table = load_results(out).table.set_index("cache")
+    d1 = table["sim_d1mr"] + table["sim_d1mw"]
+    ll = table["sim_dlmr"] + table["sim_dlmw"]
+    weight_lines = 8 * 16 * 4 // 64          # OIHW float32 weights of the 1x1 layer
+    assert d1["cold-weights"] >= d1["warm"] + weight_lines, d1.to_dict()
+    assert ll["cold-weights"] >= ll["warm"] + weight_lines, ll.to_dict()
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed")
+def test_no_page_fault_lands_in_a_cold_call(tmp_path):
+    out = tmp_path / "perf"
+    run = convbench_process("run", TINY, *ONE_CASE, "--cache", "cold", "--counters", "perf",
+                            "--cold-bytes", str(64 << 20), "-q", "-o", out,
+                            env={**os.environ})
+    assert run.returncode == 0, run.stderr
+    row = load_results(out).table.iloc[0]
+    faults = row.get("ctr_page_faults", math.nan)
+    if pd.isna(faults):
+        pytest.skip(f"perf cannot count page faults here: {row.get('ctr_page_faults_reason')}")
+    assert faults < 0.5      # per call: the pile and the buffers were touched beforehand
