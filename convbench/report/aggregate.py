@@ -66,6 +66,36 @@ def best_by_algorithm(table: pd.DataFrame) -> pd.DataFrame:
     return out[[c for c in cols if c in out.columns]].reset_index(drop=True)
 
 
+def own_vs_library(table: pd.DataFrame) -> pd.DataFrame:
+    """Per layer and thread count: the fastest own kernel, the fastest library (baseline)
+    and ``own_speedup`` = library time / own time (> 1: ours is faster); then one row per
+    thread count with the geometric mean of the speed-ups over the layers that have both."""
+    ok = ok_rows(table)
+    is_library = ok["baseline"].fillna(False).astype(bool)
+    cols = [*SETTING, "variant", "median_s", "gflops"]
+    own = _fastest(ok[~is_library], SETTING)[cols]
+    lib = _fastest(ok[is_library], SETTING)[cols]
+    out = own.merge(lib, on=SETTING, how="outer", suffixes=("_own", "_library")).rename(
+        columns={"variant_own": "best_own", "variant_library": "best_library"})
+    out["own_speedup"] = out["median_s_library"] / out["median_s_own"]
+    order = {name: i for i, name in enumerate(dict.fromkeys(table["layer"]))}
+    out = out.sort_values(["threads", "layer"],
+                          key=lambda s: s.map(order) if s.name == "layer" else s)
+    rows = []
+    for threads, group in out.groupby("threads", sort=True):
+        rows.append(group)
+        both = group["own_speedup"].dropna()
+        if len(both):
+            rows.append(pd.DataFrame([{"layer": f"geomean ({len(both)} layers)",
+                                       "threads": threads,
+                                       "own_speedup": float(np.exp(np.log(both).mean()))}]))
+    columns = [*SETTING, "best_own", "median_s_own", "gflops_own", "best_library",
+               "median_s_library", "gflops_library", "own_speedup"]
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(rows, ignore_index=True)[columns]
+
+
 def best_plan(table: pd.DataFrame) -> pd.DataFrame:
     """The fastest ok variant of every setting: the network's best plan per thread count,
     with the layer's share of the network time (count-weighted)."""

@@ -34,22 +34,28 @@ def _ratio(value: float) -> str:
     return "-" if value is None or pd.isna(value) else f"{value:.2f}"
 
 
+def _cell(value: object) -> str:
+    return "-" if not isinstance(value, str) else value
+
+
+def _time(value: float) -> str:
+    return "-" if value is None or pd.isna(value) else human_seconds(value)
+
+
 def best_table(table: pd.DataFrame) -> str:
-    """Per thread count and layer: the best plan's variant, time, GFLOP/s, speed-ups."""
-    plan = aggregate.best_plan(table)
-    best = aggregate.best_by_algorithm(table)
-    speedups = best.set_index(["layer", "threads", "variant"])[
-        ["vector_width", "speedup_vs_direct", "speedup_vs_baseline"]]
-    rows = [("t", "layer", "count", "best variant", "v", "median", "GFLOP/s", "x direct",
-             "x library")]
-    for r in plan.itertuples(index=False):
-        extra = speedups.loc[(r.layer, r.threads, r.variant)]
-        if isinstance(extra, pd.DataFrame):  # the same variant at two widths: the fastest
-            extra = extra.iloc[0]
-        rows.append((str(r.threads), r.layer, str(r.layer_count), r.variant,
-                     str(extra["vector_width"]), human_seconds(r.median_s), f"{r.gflops:.2f}",
-                     _ratio(extra["speedup_vs_direct"]), _ratio(extra["speedup_vs_baseline"])))
-    return format_table(rows, right=(0, 2, 5, 6, 7, 8))
+    """Per thread count and layer: the fastest own kernel and the fastest library, their
+    times and own speed-up (library time / own time), with the geomean per thread count."""
+    versus = aggregate.own_vs_library(table)
+    counts = table.drop_duplicates("layer").set_index("layer")["layer_count"]
+    rows = [("t", "layer", "count", "best own", "median", "GFLOP/s", "best library", "median",
+             "own x")]
+    for r in versus.itertuples(index=False):
+        count = str(counts.get(r.layer, "")) if r.layer in counts.index else ""
+        rows.append((str(r.threads), r.layer, count, _cell(r.best_own), _time(r.median_s_own),
+                     "-" if pd.isna(r.gflops_own) else f"{r.gflops_own:.2f}",
+                     _cell(r.best_library), _time(r.median_s_library),
+                     _ratio(r.own_speedup)))
+    return format_table(rows, right=(0, 2, 4, 5, 7, 8))
 
 
 def network_lines(table: pd.DataFrame) -> list[str]:

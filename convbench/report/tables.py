@@ -29,6 +29,10 @@ PER_RUN = (
             "Per layer and thread count, each algorithm's fastest variant; speed-ups over "
             "the best direct variant and the best library baseline (rows marked baseline).",
             aggregate.best_by_algorithm),
+    Section("versus", "Own kernels vs the fastest library",
+            "Per layer the fastest own kernel and the fastest library (baseline) measured in "
+            "the same run; own_speedup = library time / own time (> 1: ours is faster), with "
+            "the geometric mean per thread count.", aggregate.own_vs_library),
     Section("network", "Network totals",
             "Count-weighted time of the whole network: the best plan (fastest variant per "
             "layer) and each algorithm alone.", aggregate.network_totals),
