@@ -18,12 +18,24 @@ convolution primitive with them; the verbose log shows one ``convolution`` and n
 ``reorder`` per call (``tests/kernels/test_onednn.py`` checks it).  That path computes in
 channels_last: with ``nhwc`` activations nothing is converted; with ``nchw`` torch
 transposes the input to channels_last inside the op and ``run`` transposes the output back
-(both timed, both part of what an NCHW caller of this path pays).
+(both timed, both part of what an NCHW caller of this path pays).  Two other ways torch
+offers still reorder the weights on every call (verbose log, torch 2.13): a module frozen by
+``torch.jit.freeze`` + ``torch.jit.optimize_for_inference``, and
+``torch.utils.mkldnn.to_mkldnn(module)``; both run the training-kind kernel, which wants
+another blocked weight format than the one they prepacked.
+
+Neither replaces the other (rough, 1 thread, one process interleaving both, machine shared,
+2026-11-23): on res5b_branch2b (``mb1ic512ih7oc512oh7kh3ph1``, 9.4 MB of weights) eager took
+1.85x (nchw) and 2.16x (nhwc) the prepacked time; on small 1x1 layers eager runs ``Slow2d``
+and was faster (``mb1ic96ih14oc24oh14kh1``: 0.45x nchw, 0.64x nhwc), the prepacked call
+costing 20-40 us more per call; ``mb1ic64ih56oc64oh56kh1`` nhwc was even (1.04), nchw 0.60x
+(the transposes).  So both are swept, and a layer's best library time is the faster one.
 
 Both variants let torch allocate the output, so ``run`` copies it into the harness's
 buffer: one output-sized copy, part of the measured time.  The one op that writes into a
 given tensor (``_convolution_pointwise_``) only fuses a binary ``add`` into it, which would
-need the buffer zeroed on each call: a memset plus a read of the output in place of a copy.
+need the buffer zeroed on each call: a memset plus a read of the output in place of a copy
+(measured: no faster than the copy, which cost 1-5% of the prepacked call on the layers above).
 Layouts: NCHW, and NHWC as torch's ``channels_last`` (the NHWC buffer viewed as an NCHW
 tensor with channels innermost).  Threads follow numba's setting, which the harness controls.
 
@@ -117,7 +129,10 @@ class TorchConv(_TorchConv):
         return str(chosen).rpartition(".")[2]
 
     def info(self) -> dict[str, ParamValue]:
-        return {**super().info(), "weights": "reordered per call", "backend": self.backend()}
+        backend = self.backend()
+        weights = ("reordered per call" if backend.startswith("Mkldnn") else
+                   "used as is" if backend != "unknown" else "unknown")
+        return {**super().info(), "weights": weights, "backend": backend}
 
 
 class PrepackedConv(_TorchConv):
