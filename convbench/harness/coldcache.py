@@ -49,12 +49,18 @@ def pile_bytes(threads: int, override: int | None = None) -> int:
     return 2 * (llc + threads * private)
 
 
-@numba.njit(parallel=True, cache=True)
-def _stream(pile):  # pragma: no cover - jitted
+def _sum(pile):  # pragma: no cover - jitted below, serial and parallel
     total = np.float32(0.0)
     for i in numba.prange(pile.size):
         total += pile[i]
     return total
+
+
+_stream = numba.njit(parallel=True, cache=True)(_sum)
+# Under callgrind one simulated cache hierarchy serves every thread, so one thread evicts
+# it all; a parallel region would leave the other thread's wind-down (going to sleep)
+# inside the next counted region: +9k instructions on a small depthwise call.
+_stream_serial = numba.njit(cache=True)(_sum)
 
 
 @numba.njit(cache=True)
@@ -71,19 +77,22 @@ def _touch(x, y):  # pragma: no cover - jitted
 class Evictor:
     """Brings the caches to a cache mode's starting state before a timed call."""
 
-    def __init__(self, mode: str, threads: int, override: int | None = None):
+    def __init__(self, mode: str, threads: int, override: int | None = None,
+                 parallel: bool = True):
         if mode not in (COLD_WEIGHTS, COLD):
             raise ValueError(f"no eviction in cache mode {mode!r}")
         self.mode = mode
         self.nbytes = pile_bytes(threads, override)
         # np.ones writes every page now: no page fault lands in a timed call later
         self.pile = np.ones(self.nbytes // 4, np.float32)
+        self.stream = _stream if parallel else _stream_serial
         # compile (or load from numba's cache) both kernels now, outside any timed or
         # counted region: under callgrind a compile in the region would be simulated too
-        self.sink = float(_stream(self.pile[:64]) + _touch(self.pile[:64], self.pile[64:128]))
+        self.sink = float(self.stream(self.pile[:64])
+                          + _touch(self.pile[:64], self.pile[64:128]))
 
     def evict(self) -> None:
-        self.sink += _stream(self.pile)
+        self.sink += self.stream(self.pile)
 
     def before(self, x: np.ndarray, y: np.ndarray) -> None:
         """Evict, then (cold-weights) bring the activations back."""
