@@ -73,7 +73,10 @@ def _sim_run(tmp_path: Path, layout: str) -> dict:
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed")
-def test_sim_counts_are_identical_run_to_run(tmp_path):
+def test_sim_counts_are_identical_run_to_run(tmp_path, monkeypatch):
+    # An empty helper cache, as on a fresh machine: the first run builds the callgrind
+    # helper, the second only loads it, and both must count the same (issue 15, item 5).
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     first = _sim_run(tmp_path / "a", "nchw")
     second = _sim_run(tmp_path / "b", "nchw")
     assert first["ctr_source"].startswith("simulated")

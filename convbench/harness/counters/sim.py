@@ -12,6 +12,14 @@ Determinism: counts repeat exactly only with ASLR off and a fixed hash seed, so 
 runs ``setarch -R`` and sets ``PYTHONHASHSEED=0``.  The cache geometry is the host's from
 sysfs unless given (``i1``/``d1``/``ll`` as "size,assoc,line" in bytes).
 
+Not yet repeatable (issue 15, item 5): a ``parallel=True`` numba kernel compiled inside the
+simulated worker runs other machine code than the same kernel loaded from numba's cache
+(likely the parfor gufunc of its own library vs its copy in the linked, cached module; the
+compiled hot code sat in a mapping of its own, the cached one beside the rest): direct/nhwc
+on mb1ic8ih10oc8oh10kh3ph1 counted 369937.5 Ir per call compiled vs 299789.5 loaded, all of
+the difference in the JIT code.  Valgrind's CPU differs from the host's, so the first sim run
+of a kernel always compiles; counts repeat from the second run on.
+
 Columns per call: ``sim_ir``, ``sim_dr``, ``sim_dw``, ``sim_d1mr``, ``sim_d1mw``,
 ``sim_dlmr``, ``sim_dlmw``; ``l1d_miss_rate`` = D1 misses / (Dr + Dw); ``llc_miss_rate`` =
 LL data misses / D1 misses (misses at the LL over the references that reach it, as with
@@ -84,6 +92,15 @@ def worker_prefix(out_dir: str | None = None, i1: str | None = None, d1: str | N
     out_dir = out_dir or tempfile.mkdtemp(prefix="convbench-sim-")
     os.makedirs(out_dir, exist_ok=True)
     cache = [f"--{k}={v}" for k, v in geometry(i1, d1, ll).items()]
+    # Build the client-request helper here, in the unsimulated parent, so the simulated
+    # worker only ever loads it.  A worker that compiled it (cc through subprocess, file
+    # writes) left its heap in another state than one that loaded it, and the region's
+    # counts moved with it: 53619.0 vs 53624.5 Ir and 794 vs 796 D1mr per call on the 1x1
+    # im2col child (only _PyObject_Free and friends differed), so the first sim run on a
+    # machine with an empty ~/.cache/convbench never matched the second (issue 15, item 5).
+    # A failure here is reported by the worker's session, with its reason.
+    with contextlib.suppress(RuntimeError, OSError, subprocess.CalledProcessError):
+        build_helper()
     # Idle OpenMP/BLAS threads spin by default and their instructions would land in the
     # region in varying numbers: make them sleep so counts repeat.
     return ["env", "PYTHONHASHSEED=0", "OMP_WAIT_POLICY=PASSIVE", f"{ENV_DIR}={out_dir}",
@@ -98,8 +115,8 @@ def _cache_dir() -> Path:
     return Path(base, "convbench")
 
 
-def helper_library() -> ctypes.CDLL:
-    """Compile (once) and load the callgrind client-request helper."""
+def build_helper() -> Path:
+    """Compile (once per helper source) the callgrind client-request helper; its path."""
     import hashlib
 
     tag = hashlib.sha256(_HELPER_C.encode()).hexdigest()[:12]
@@ -118,7 +135,12 @@ def helper_library() -> ctypes.CDLL:
         subprocess.run([cc, "-O1", "-shared", "-fPIC", "-o", str(tmp), str(src)],
                        check=True, capture_output=True)
         os.replace(tmp, lib)   # atomic: concurrent workers never load a partial file
-    return ctypes.CDLL(str(lib))
+    return lib
+
+
+def helper_library() -> ctypes.CDLL:
+    """Load the callgrind client-request helper (built first if missing)."""
+    return ctypes.CDLL(str(build_helper()))
 
 
 # -- dump files ----------------------------------------------------------------------
