@@ -110,3 +110,21 @@ def test_estimate_grows_with_values():
     assert 0 < few < more.estimate_seconds()
     assert format_duration(3725) == "1h02m05s"
     assert format_duration(65) == "1m05s"
+
+
+def test_cold_modes_are_cases_of_their_own_and_their_evictions_are_estimated():
+    import dataclasses
+
+    suite = _suite()
+    warm = build_plan(suite)
+    both = build_plan(dataclasses.replace(
+        suite, sweep=dataclasses.replace(suite.sweep, cache=("warm", "cold"))))
+    assert len(both.cases) == 2 * len(warm.cases)
+    cold = [c for c in both.cases if c.cache == "cold"]
+    assert all(c.case_id.endswith("|cold") for c in cold)
+    assert {c.group for c in cold}.isdisjoint({c.group for c in warm.cases})
+    pile = 1 << 30   # 1 GiB streamed per value at 10 GB/s: 0.107 s per eviction
+    extra = both.estimate_seconds(cold_bytes=pile) - warm.estimate_seconds()
+    evictions = len([c for c in cold if c.skip_reason is None]) * (
+        suite.sweep.timing.warmups + suite.sweep.timing.values)
+    assert extra > evictions * pile / 10e9
