@@ -76,7 +76,10 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "packed_weight_bytes": ("int64", "weights in the kernel's own format"),
     "info": ("string", "kernel-specific figures as JSON (multiplies saved, ...)"),
     # timing statistics, seconds per call
-    "loops": ("int64", "calls per timed value (calibrated)"),
+    "loops": ("int64", "calls per timed value (calibrated; 1 in cold cache modes)"),
+    "timer_resolution_s": ("float64", "the clock's measured resolution divided by loops: "
+                                      "what one value cannot resolve below (cold modes time "
+                                      "single calls)"),
     "n_values": ("int64", "timed values"),
     "median_s": ("float64", "median"),
     "mean_s": ("float64", "mean"),

@@ -32,8 +32,8 @@ def _insert_after(table: Any, after: str, name: str, column: Any) -> None:
 
 
 def _v1_to_v2(old: Contents) -> Contents:
-    """2 added ``cache`` (format 1 timed every case warm) and ``kernel_version`` (unknown
-    for cases measured before it existed)."""
+    """2 added ``cache`` (format 1 timed every case warm), ``kernel_version`` and
+    ``timer_resolution_s`` (unknown for cases measured before they existed)."""
     import pandas as pd
 
     table = old.table.copy()
@@ -41,6 +41,8 @@ def _v1_to_v2(old: Contents) -> Contents:
                   pd.Series("warm", index=table.index, dtype="string"))
     _insert_after(table, "descriptor", "kernel_version",
                   pd.Series(pd.NA, index=table.index, dtype="string"))
+    _insert_after(table, "loops", "timer_resolution_s",
+                  pd.Series(float("nan"), index=table.index, dtype="float64"))
     return Contents({**old.manifest, "format_version": 2}, table, old.values)
 
 
