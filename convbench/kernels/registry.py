@@ -18,6 +18,7 @@ import ast
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import os
 import pkgutil
 from collections.abc import Iterator, Mapping
@@ -105,11 +106,16 @@ def kernel_version(name: str) -> str:
 
 
 def _defining_module(name: str) -> ModuleType:
+    """The module whose ALGORITHMS lists ``name``; else (an algorithm registered by hand,
+    as tests do) the module of its ``build`` function."""
     for module_name in _algorithm_modules():
         module = _import(module_name)
         if any(alg.name == name for alg in getattr(module, "ALGORITHMS", ())):
             return module
-    raise RuntimeError(f"algorithm {name!r} is registered but no module defines it")
+    module = inspect.getmodule(get(name).build)
+    if module is None:
+        raise RuntimeError(f"algorithm {name!r} is registered but no module defines it")
+    return module
 
 
 def kernel_sources(module_name: str) -> dict[str, Path]:
