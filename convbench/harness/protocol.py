@@ -112,6 +112,9 @@ class Counts(Message):
     figures: dict[str, Any]
 
 
+# A Settings key: the worker compiled a kernel (instead of loading it from numba's cache)
+NUMBA_COMPILED = "numba_compiled"
+
 MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (Hello, Settings, Enter, Result,
                                                           Counts)}
 

@@ -24,7 +24,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from convbench.harness.protocol import Counts, Enter, Hello, Job, Message, Result, Settings
+from convbench.harness.protocol import (
+    NUMBA_COMPILED,
+    Counts,
+    Enter,
+    Hello,
+    Job,
+    Message,
+    Result,
+    Settings,
+)
 from convbench.host import FEATURES_ENV, cpu_features
 from convbench.status import Status
 
@@ -102,6 +111,7 @@ def run_job(job: Job, channel: Channel) -> None:
         x, w = make_inputs(problem, job.seed)
         reference = Reference(problem, x, w)
         runtime_start = timer.start_parallel_runtime()
+        cache_before = _numba_cache_files()
         alive: list[tuple[str, Any, dict[str, Any]]] = []
         for spec in job.cases:
             variant = Variant.of(spec.algorithm, spec.layout, spec.params)
@@ -118,8 +128,10 @@ def run_job(job: Job, channel: Channel) -> None:
                            info=json.dumps(prepared.info(), sort_keys=True),
                            first_call_s=verdict.first_call_seconds)
             alive.append((spec.case_id, execution, figures))
-        channel.send(Settings(settings={"numba_threading_layer": _threading_layer(numba),
-                                        "parallel_runtime_start_s": runtime_start}))
+        channel.send(Settings(settings={
+            "numba_threading_layer": _threading_layer(numba),
+            "parallel_runtime_start_s": runtime_start,
+            NUMBA_COMPILED: _numba_cache_files() != cache_before}))
         if job.count_only:
             evictor = _evictor(job, channel)
             _count(alive, session, channel, calls=[1] * len(alive), separate=True,
@@ -156,6 +168,15 @@ def run_job(job: Job, channel: Channel) -> None:
                                 ref_values=list(ref_entry.values), loops=entry.loops))
     finally:
         session.close()
+
+
+def _numba_cache_files() -> dict[str, int]:
+    """numba's on-disk cache index files of convbench's kernels, with their mtimes: they
+    change exactly when a kernel was compiled (and saved) rather than loaded."""
+    import convbench
+
+    root = Path(os.environ.get("NUMBA_CACHE_DIR") or Path(convbench.__file__).parent)
+    return {str(p): p.stat().st_mtime_ns for p in root.rglob("*.nbi")}
 
 
 def _threading_layer(numba: Any) -> str:
