@@ -164,6 +164,8 @@ class Runner:
                 # freshly compiled code counted ~23% more instructions than the same kernel
                 # loaded from the cache (direct/nhwc: 369938 vs 299790 Ir per call).  Count
                 # again: this worker loads what the first one saved, as every later run will.
+                self.store.environment.setdefault("counted_again", []).append(
+                    "/".join(map(str, group[0].group)))
                 self.run_group(group, count_only=True)
             self.store.manifest["counted"].extend(c.case_id for c in group)
             self.store.flush()
