@@ -75,10 +75,13 @@ layers:
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_cold_modes_miss_more_than_warm_in_the_simulated_caches(tmp_path):
     """The mechanism itself, under callgrind's cache simulation (the eviction runs simulated
-    but uncounted): after it, the weights miss D1 and LL, and in `cold` the activations
-    miss LL too.  Counts are deterministic, so the comparisons are exact.  The kernel is
-    the serial 1-thread depthwise one: a small footprint, so a warm call finds its weights
-    in D1 (a BLAS call's own packing traffic would hide them)."""
+    but uncounted): after it the weights miss the last level, and in `cold` the
+    activations too.  Counts are deterministic, so the comparisons are exact.
+
+    D1 misses are not asserted: one Python call into a numba kernel touches ~80 KiB of the
+    interpreter's own data (~1300 D1 misses per call here), more than D1 holds, so even a
+    warm call finds little of its own in D1 and the D1 counts of the modes differed by
+    -6..+114 misses between environments (checkout path, preceding tests)."""
     suite = tmp_path / "dw.yaml"
     suite.write_text(DEPTHWISE)
     out = tmp_path / "sim"
@@ -91,8 +94,7 @@ def test_cold_modes_miss_more_than_warm_in_the_simulated_caches(tmp_path):
     d1 = table["sim_d1mr"] + table["sim_d1mw"]
     ll = table["sim_dlmr"] + table["sim_dlmw"]
     weight_lines = 32 * 9 * 4 // 64
-    assert d1["cold-weights"] >= d1["warm"] + weight_lines, d1.to_dict()
-    assert ll["cold-weights"] >= ll["warm"] + weight_lines, ll.to_dict()
+    assert ll["cold-weights"] >= ll["warm"] + weight_lines, (ll.to_dict(), d1.to_dict())
     assert ll["cold"] > ll["cold-weights"], ll.to_dict()
 
 
