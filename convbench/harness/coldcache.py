@@ -18,7 +18,7 @@ sysfs cache sizes; ``--cold-bytes`` overrides it for hosts whose sysfs is wrong.
   weights and the kernel's workspace start cold.
 
 Cold modes time single calls (no inner loop): a value is one call, so the clock's
-resolution matters for microsecond layers; :func:`timer_resolution` measures it and the
+resolution matters for microsecond layers; ``timer.timer_resolution`` measures it and the
 results record it per row.
 """
 
@@ -30,8 +30,9 @@ import numba
 import numpy as np
 
 from convbench.host import caches
+from convbench.spec.suite import CACHE_MODES
 
-WARM, COLD_WEIGHTS, COLD = "warm", "cold-weights", "cold"
+WARM, COLD_WEIGHTS, COLD = CACHE_MODES
 FALLBACK_LLC_BYTES = 64 << 20   # no sysfs: assume a large last-level cache
 
 
@@ -49,7 +50,7 @@ def pile_bytes(threads: int, override: int | None = None) -> int:
     return 2 * (llc + threads * private)
 
 
-def _sum(pile):  # pragma: no cover - jitted below, serial and parallel
+def _sum(pile):  # pragma: no cover - jitted below (the parallel eviction)
     total = np.float32(0.0)
     for i in numba.prange(pile.size):
         total += pile[i]
@@ -106,16 +107,3 @@ class Evictor:
             self.evict()
         return (time.perf_counter() - t0) / rounds
 
-
-def timer_resolution(samples: int = 2000) -> float:
-    """Smallest non-zero difference between two back-to-back ``perf_counter`` reads: what a
-    single-call value cannot resolve below (seconds)."""
-    clock = time.perf_counter
-    best = float("inf")
-    for _ in range(samples):
-        t0 = clock()
-        t1 = clock()
-        while t1 == t0:
-            t1 = clock()
-        best = min(best, t1 - t0)
-    return best

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from convbench.errors import ConvbenchError
-from convbench.identity import CaseKey
+from convbench.identity import WARM, CaseKey
 from convbench.kernels import registry
 from convbench.kernels.base import Variant
 from convbench.spec.problem import ConvProblem
@@ -49,7 +49,7 @@ class Case:
     skip_reason: str | None = None
     baseline: bool = False
     kernel_version: str = ""    # registry.kernel_version of the algorithm's code
-    cache: str = "warm"         # spec.suite.CACHE_MODES
+    cache: str = WARM           # spec.suite.CACHE_MODES
 
     @property
     def layer(self) -> str:
@@ -135,7 +135,7 @@ class Plan:
         for group in self.groups(c for c in (cases or self.cases) if c.skip_reason is None):
             values = CALIBRATION_VALUES + t.warmups + t.values
             total += WORKER_START_S + values * per_value  # the reference kernel
-            if group[0].cache == "warm":
+            if group[0].cache == WARM:
                 total += len(group) * (COMPILE_ALLOWANCE_S + values * per_value)
                 continue
             from convbench.harness.coldcache import pile_bytes

@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from convbench.identity import WARM
 from convbench.status import Status
 
 
@@ -46,7 +47,7 @@ class Job:
     counters: str = "none"
     count_only: bool = False              # a separate counting pass (simulated counters)
     seed: int = 0
-    cache: str = "warm"                   # spec.suite.CACHE_MODES
+    cache: str = WARM                     # spec.suite.CACHE_MODES
     cold_bytes: int | None = None         # eviction pile size; None: from the host's LLC
 
     def to_json(self) -> str:

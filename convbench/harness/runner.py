@@ -35,6 +35,7 @@ from convbench.harness.protocol import (
     Settings,
 )
 from convbench.harness.supervise import WorkerProcess, job_for
+from convbench.identity import WARM
 from convbench.results import record, schema
 from convbench.results.store import (
     STATUS_COMPLETE,
@@ -137,7 +138,7 @@ class Runner:
             self.compiled = self.compiled or bool(message.settings.get(NUMBA_COMPILED))
             case = next(iter(by_id.values()))
             key = f"t{case.threads}/v{case.vector_width}"
-            if case.cache != "warm":
+            if case.cache != WARM:
                 key += f"/{case.cache}"
             self.store.environment.setdefault("workers", {}).setdefault(key, {}).update(
                 message.settings)

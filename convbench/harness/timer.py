@@ -125,3 +125,17 @@ def run_rounds(entries: list[Entry], reference: Entry, rounds: int,
             entry = entries[(r + i) % n]
             on_enter(entry.key)
             entry.values.append(entry.value())
+
+
+def timer_resolution(samples: int = 2000) -> float:
+    """Smallest non-zero difference between two back-to-back ``perf_counter`` reads: what a
+    single-call value cannot resolve below (seconds)."""
+    clock = time.perf_counter
+    best = float("inf")
+    for _ in range(samples):
+        t0 = clock()
+        t1 = clock()
+        while t1 == t0:
+            t1 = clock()
+        best = min(best, t1 - t0)
+    return best

@@ -85,7 +85,6 @@ def run_job(job: Job, channel: Channel) -> None:
     import threadpoolctl
 
     from convbench.harness import counters, timer
-    from convbench.harness.coldcache import timer_resolution
     from convbench.harness.inputs import make_inputs
     from convbench.harness.verify import verify
     from convbench.kernels.base import Variant
@@ -111,7 +110,7 @@ def run_job(job: Job, channel: Channel) -> None:
         x, w = make_inputs(problem, job.seed)
         reference = Reference(problem, x, w)
         runtime_start = timer.start_parallel_runtime()
-        cache_before = _numba_cache_files()
+        cache_before = _numba_cache_files() if job.count_only else {}
         alive: list[tuple[str, Any, dict[str, Any]]] = []
         for spec in job.cases:
             variant = Variant.of(spec.algorithm, spec.layout, spec.params)
@@ -131,7 +130,7 @@ def run_job(job: Job, channel: Channel) -> None:
         channel.send(Settings(settings={
             "numba_threading_layer": _threading_layer(numba),
             "parallel_runtime_start_s": runtime_start,
-            NUMBA_COMPILED: _numba_cache_files() != cache_before}))
+            NUMBA_COMPILED: job.count_only and _numba_cache_files() != cache_before}))
         if job.count_only:
             evictor = _evictor(job, channel)
             _count(alive, session, channel, calls=[1] * len(alive), separate=True,
@@ -155,7 +154,7 @@ def run_job(job: Job, channel: Channel) -> None:
             entries.append(entry)
         timer.run_rounds(entries, ref_entry, timing["values"],
                          on_enter=lambda key: channel.enter(key, "time"))
-        resolution = timer_resolution()
+        resolution = timer.timer_resolution()
         for (_case_id, _ex, figures), entry in zip(alive, entries, strict=True):
             steady = float(np.median(entry.values))
             figures["compile_s"] = max(0.0, figures.pop("first_call_s") - steady)
@@ -191,9 +190,10 @@ def _collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for a counted region, after a full collection.
 
     A collection starts when allocations since the last one pass a threshold, so whether
-    one lands inside the region depends on everything allocated before it (a JIT compile
-    or a cache load, an eviction's temporaries): under callgrind a cold-weights call of a
-    small depthwise layer counted 58.6k instructions against the warm call's 49.5k.
+    one lands inside the region would depend on everything allocated before it (a JIT
+    compile or a cache load, an eviction's temporaries).  A precaution, not a measured
+    fix: the 49.5k vs 58.6k instructions of a warm and a cold-weights depthwise call under
+    callgrind did not move with it (the parallel eviction's wind-down was the cause).
     """
     enabled = gc.isenabled()
     gc.collect()
@@ -225,12 +225,11 @@ def _count(alive: list, session: Any, channel: Channel, calls: list[int],
            separate: bool, before: Any = None) -> None:
     """A counted pass per case of ``calls[i]`` calls.  In a separate counting pass the
     figures go out as a Counts message; otherwise into the case's own figures.  With
-    ``before`` (cold modes) one call is counted, after ``before`` ran outside the count."""
+    ``before`` (cold modes) ``before`` runs outside the count first."""
     for (case_id, ex, figures), n in zip(alive, calls, strict=True):
         channel.enter(case_id, "count")
         prepare = None
-        if before is not None:
-            n = 1
+        if before is not None:  # cold modes: n is 1 (single-call values)
             prepare = functools.partial(before, ex.x, ex.y)
         elif separate:  # a separate pass counts a warm call: warm the buffers, uncounted
             prepare = functools.partial(ex.prepared.run, ex.x, ex.y)

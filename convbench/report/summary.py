@@ -50,7 +50,7 @@ def best_table(table: pd.DataFrame) -> str:
     rows = [("t", "layer", "count", "best own", "median", "GFLOP/s", "best library", "median",
              "own x")]
     for r in versus.itertuples(index=False):
-        count = str(counts.get(r.layer, "")) if r.layer in counts.index else ""
+        count = str(counts.get(r.layer, ""))
         rows.append((str(r.threads), r.layer, count, _cell(r.best_own), _time(r.median_s_own),
                      "-" if pd.isna(r.gflops_own) else f"{r.gflops_own:.2f}",
                      _cell(r.best_library), _time(r.median_s_library),

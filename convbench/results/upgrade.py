@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convbench.errors import ConvbenchError
+from convbench.identity import WARM
 from convbench.results import schema
 
 
@@ -38,7 +39,7 @@ def _v1_to_v2(old: Contents) -> Contents:
 
     table = old.table.copy()
     _insert_after(table, "vector_width", "cache",
-                  pd.Series("warm", index=table.index, dtype="string"))
+                  pd.Series(WARM, index=table.index, dtype="string"))
     _insert_after(table, "descriptor", "kernel_version",
                   pd.Series(pd.NA, index=table.index, dtype="string"))
     _insert_after(table, "loops", "timer_resolution_s",

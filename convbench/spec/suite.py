@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from convbench.errors import SuiteError
+from convbench.identity import WARM
 from convbench.spec.descriptor import DescriptorError, parse_descriptor
 from convbench.spec.problem import SHAPE_FIELDS, ConvProblem, ProblemError
 
@@ -50,7 +51,7 @@ TIMING_KEYS = ("min_time", "values", "warmups", "timeout")
 VECTOR_WIDTHS = ("auto", "256", "512")
 # Cache state a layer is timed in: warm (its buffers stay in cache between calls), cold
 # weights (the kernel's packed weights evicted before each call), cold (everything evicted).
-CACHE_MODES = ("warm", "cold-weights", "cold")
+CACHE_MODES = (WARM, "cold-weights", "cold")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
