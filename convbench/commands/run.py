@@ -39,12 +39,17 @@ import click
 @click.option("--cold-bytes", type=click.IntRange(min=1 << 20),
               help="Bytes streamed to evict the caches in cold modes (default: 2 x the "
                    "host's last-level cache plus private caches, from sysfs).")
+@click.option("--cpus", "cpus", metavar="LIST",
+              help="CPUs the workers are pinned to, e.g. 0,1 or 2-3: a worker with T threads "
+                   "gets T of them, one per physical core first (default: from the CPUs this "
+                   "process may use). Recorded per row and in environment.json.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar (for CI).")
 def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry_run: bool,
             only: tuple[str, ...], exclude: tuple[str, ...], counters: str, seed: int,
             min_time: float | None, n_values: int | None, warmups: int | None,
             timeout: float | None, threads: str | None, vector_widths: str | None,
-            cache_modes: str | None, cold_bytes: int | None, quiet: bool) -> int:
+            cache_modes: str | None, cold_bytes: int | None, cpus: str | None,
+            quiet: bool) -> int:
     """Measure every variant of SUITE's sweep (a YAML path or a shipped suite's name).
 
     Each layer's variants are timed round-robin in a worker process together with an
@@ -59,8 +64,9 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
     from convbench.spec.suite import CACHE_MODES, VECTOR_WIDTHS
 
     if resume_dir is not None:
-        if suite or output:
-            raise ConvbenchError("--resume takes the results directory alone (no SUITE, -o)")
+        if suite or output or cpus:
+            raise ConvbenchError("--resume takes the results directory alone (no SUITE, -o, "
+                                 "--cpus: it reuses the run's)")
         outcome = runner.resume(resume_dir, quiet)
     else:
         if not suite:
@@ -75,7 +81,7 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
                                                              "--vector-widths",
                                                              VECTOR_WIDTHS),
                                     cache=_word_list(cache_modes, "--cache", CACHE_MODES),
-                                    cold_bytes=cold_bytes)
+                                    cold_bytes=cold_bytes, cpus=_cpu_list(cpus))
         if dry_run:
             from convbench.spec.suite import load_suite
 
@@ -116,6 +122,21 @@ def _thread_list(text: str | None) -> tuple[int, ...]:
     if not threads or min(threads) < 1:
         raise ConvbenchError(f"--threads: expected positive integers like 1,2, got {text!r}")
     return threads
+
+
+def _cpu_list(text: str | None) -> tuple[int, ...]:
+    from convbench.errors import ConvbenchError
+    from convbench.harness.affinity import parse_cpu_list
+
+    if text is None:
+        return ()
+    try:
+        cpus = parse_cpu_list(text)
+    except ValueError:
+        cpus = ()
+    if not cpus:
+        raise ConvbenchError(f"--cpus: expected a CPU list like 0,1 or 2-3, got {text!r}")
+    return cpus
 
 
 def _word_list(text: str | None, option: str, allowed: tuple[str, ...]) -> tuple[str, ...]:

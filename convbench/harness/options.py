@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convbench.errors import ConvbenchError
-from convbench.harness import counters
+from convbench.harness import affinity, counters
 from convbench.harness.plan import Plan, build_plan
 from convbench.spec.suite import Suite
 
@@ -27,6 +27,9 @@ class RunOptions:
     vector_widths: tuple[str, ...] = ()   # overrides sweep.vector_widths when given
     cache: tuple[str, ...] = ()           # overrides sweep.cache when given
     cold_bytes: int | None = None         # eviction pile size (default: from the host's LLC)
+    # CPUs workers are pinned to (harness.affinity); () until run_suite resolves the
+    # default, so the manifest, and with it --resume, holds the set actually used
+    cpus: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -38,7 +41,8 @@ class RunOptions:
                    timing=dict(data.get("timing", {})),
                    threads=tuple(data.get("threads", ())),
                    vector_widths=tuple(data.get("vector_widths", ())),
-                   cache=tuple(data.get("cache", ())), cold_bytes=data.get("cold_bytes"))
+                   cache=tuple(data.get("cache", ())), cold_bytes=data.get("cold_bytes"),
+                   cpus=tuple(data.get("cpus", ())))
 
 
 def check_counters_available(kind: str) -> None:
@@ -60,4 +64,7 @@ def make_plan(suite: Suite, options: RunOptions) -> Plan:
         sweep = dataclasses.replace(sweep, cache=tuple(options.cache))
     suite = dataclasses.replace(suite, sweep=sweep)
     timing = dataclasses.replace(sweep.timing, **options.timing)
-    return build_plan(suite, options.only, options.exclude, timing)
+    pool = affinity.resolve_pool(options.cpus)
+    if options.cpus:
+        affinity.check_pool(pool, sweep.threads)
+    return build_plan(suite, options.only, options.exclude, timing, cpu_count=len(pool))

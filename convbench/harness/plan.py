@@ -154,11 +154,11 @@ def build_plan(suite: Suite, only: Sequence[str] = (), exclude: Sequence[str] = 
     matching any ``exclude`` filter is dropped.
     """
     sweep = suite.sweep
-    cores = cpu_count or os.cpu_count() or 1
+    cores = cpu_count or len(os.sched_getaffinity(0))
     too_many = [t for t in sweep.threads if t > cores]
     if too_many:
         raise ConvbenchError(f"suite {suite.name}: threads {too_many} exceed the {cores} "
-                             f"core(s) of this machine")
+                             f"CPU(s) this process may use")
     for name in sweep.algorithms or ():
         registry.get(name)  # unknown names are a user error, said once here
     keep = [Filter.parse(text) for text in only]

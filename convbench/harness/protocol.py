@@ -49,6 +49,7 @@ class Job:
     seed: int = 0
     cache: str = WARM                     # spec.suite.CACHE_MODES
     cold_bytes: int | None = None         # eviction pile size; None: from the host's LLC
+    cpus: tuple[int, ...] = ()            # pin to these CPUs (harness.affinity); (): no pin
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -57,6 +58,7 @@ class Job:
     def from_json(cls, text: str) -> Job:
         data = json.loads(text)
         data["cases"] = tuple(CaseSpec(**c) for c in data["cases"])
+        data["cpus"] = tuple(data.get("cpus", ()))
         return cls(**data)
 
 

@@ -13,16 +13,18 @@ N cases, to test that a killed run leaves a valid partial directory that resumes
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from convbench.errors import ConvbenchError
-from convbench.harness import counters, sysinfo
+from convbench.harness import affinity, counters, sysinfo
 from convbench.harness.options import RunOptions, check_counters_available, make_plan
 from convbench.harness.plan import Case, Plan
 from convbench.harness.protocol import (
@@ -67,6 +69,7 @@ class Runner:
         self.recorded = 0
         self.compiled = False     # the last counting worker compiled a kernel
         self.bar: Any = None
+        self.pool = affinity.resolve_pool(options.cpus)
         kill_after = os.environ.get(KILL_AFTER_ENV, "")
         self.kill_after = int(kill_after) if kill_after.isdigit() else None
 
@@ -104,7 +107,8 @@ class Runner:
         limits = sysinfo.machine(self.store.environment)
         while remaining:
             job = job_for(remaining, self.plan.timing, self.options.counters,
-                          self.options.seed, count_only, self.options.cold_bytes)
+                          self.options.seed, count_only, self.options.cold_bytes,
+                          affinity.cpus_for(self.pool, remaining[0].threads))
             worker = WorkerProcess(job, self.plan.timing.timeout, prefix)
             end = worker.run(lambda m: self.on_message(m, by_id, limits))
             remaining = [c for c in remaining if c.case_id not in end.finished]
@@ -206,10 +210,15 @@ def run_suite(suite_path: str | Path, output: Path | None = None,
     check_counters_available(options.counters)
     suite = load_suite(suite_path)
     plan = make_plan(suite, options)
+    # the pool itself (not "the default") goes into the manifest: --resume pins the same
+    options = dataclasses.replace(options, cpus=affinity.resolve_pool(options.cpus))
     assert suite.path is not None
+    environment = sysinfo.collect(options.cpus)
+    if environment["busy_warning"]:
+        warnings.warn(environment["busy_warning"], stacklevel=2)
     store = ResultsStore.create(output or default_output(suite), suite.name,
                                 suite.path.read_text(), [c.case_id for c in plan.cases],
-                                sysinfo.collect(), options.to_json())
+                                environment, options.to_json())
     return _execute(plan, store, options, quiet)
 
 

@@ -162,7 +162,8 @@ class WorkerProcess:
 
 
 def job_for(cases: Sequence[Case], timing: TimingOptions, counters: str, seed: int,
-            count_only: bool = False, cold_bytes: int | None = None) -> Job:
+            count_only: bool = False, cold_bytes: int | None = None,
+            cpus: tuple[int, ...] = ()) -> Job:
     """The job of one group's cases."""
     case = cases[0]
     return Job(threads=case.threads, vector_width=case.vector_width,
@@ -170,4 +171,4 @@ def job_for(cases: Sequence[Case], timing: TimingOptions, counters: str, seed: i
                cases=tuple(CaseSpec(c.case_id, c.variant.algorithm, c.variant.layout,
                                     c.variant.param_dict) for c in cases),
                timing=asdict(timing), counters=counters, count_only=count_only, seed=seed,
-               cache=case.cache, cold_bytes=cold_bytes)
+               cache=case.cache, cold_bytes=cold_bytes, cpus=cpus)

@@ -3,8 +3,10 @@
 Results from different hosts are expected (BRIEF.md: the machine changes between
 sessions), so every run records what could change its figures: CPU model and flags, cores,
 kernel, frequency governor, library versions, the numba threading layer and vector-width
-settings its workers applied, perf availability, and load plus hypervisor steal before and
-after the run.  Anything unreadable is recorded as ``"unknown"``, never guessed.
+settings its workers applied (the CPUs each was pinned to included), perf availability, the
+host checks of :mod:`convbench.harness.system` with the busy warning they gave (None when
+quiet), and load plus hypervisor steal before and after the run.  Anything unreadable is
+recorded as ``"unknown"``, never guessed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import platform
 import shutil
 import socket
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -39,14 +42,35 @@ def cpu_info() -> dict[str, Any]:
             "cpu_mhz_nominal": cpu.mhz_nominal}
 
 
+PROC_STAT = "/proc/stat"
+
+
+def parse_proc_stat(text: str) -> dict[str, dict[str, int]]:
+    """Jiffies per ``cpu`` line of /proc/stat: ``"cpu"`` (all CPUs), ``"cpu0"``, ...
+
+    Each has ``total`` (user, nice, system, idle, iowait, irq, softirq, steal: guest time
+    is already inside user and nice), ``idle`` (idle + iowait: nothing wanted the CPU) and
+    ``steal`` (the hypervisor ran something else on it).  Fields a kernel lacks count 0.
+    """
+    times = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(" ")
+        fields = rest.split()
+        if not name.startswith("cpu") or not fields:
+            continue
+        ticks = ([int(v) for v in fields[:8]] + [0] * 8)[:8]
+        times[name] = {"total": sum(ticks), "idle": ticks[3] + ticks[4], "steal": ticks[7]}
+    return times
+
+
+def read_proc_stat(path: str = PROC_STAT) -> dict[str, dict[str, int]]:
+    """:func:`parse_proc_stat` of the file now ({} when unreadable)."""
+    return parse_proc_stat(_read(path))
+
+
 def cpu_times() -> dict[str, int]:
-    """Aggregate jiffies from /proc/stat: total and steal (hypervisor) time."""
-    for line in _read("/proc/stat").splitlines():
-        if line.startswith("cpu "):
-            ticks = [int(v) for v in line.split()[1:]]
-            steal = ticks[7] if len(ticks) > 7 else 0
-            return {"total": sum(ticks[:8]), "steal": steal}
-    return {"total": 0, "steal": 0}
+    """Aggregate jiffies from /proc/stat: total, idle and steal (hypervisor) time."""
+    return read_proc_stat().get("cpu", {"total": 0, "idle": 0, "steal": 0})
 
 
 def load_snapshot() -> dict[str, Any]:
@@ -86,13 +110,20 @@ def _versions() -> dict[str, str]:
     return versions
 
 
-def collect() -> dict[str, Any]:
-    """environment.json at the start of a run (``load_before`` included)."""
+def collect(cpus: Sequence[int] = ()) -> dict[str, Any]:
+    """environment.json at the start of a run (``load_before`` included), with the host
+    checks of ``convbench system`` (busy window on ``cpus``, the run's CPU pool) and the
+    busy warning they gave, if any (the caller prints it)."""
+    from convbench.harness import system  # imports this module: not at the top
+
     uname = platform.uname()
+    checks = system.check_all(cpus, window_s=system.RUN_WINDOW_S)
     return {"host": socket.gethostname(), **cpu_info(), "cores": os.cpu_count(),
             "arch": uname.machine, "kernel": uname.release, "os": uname.system,
             "governor": host.governor() or UNKNOWN, "libraries": _versions(), **_perf(),
-            "machine": _machine_limits(), "load_before": load_snapshot(), "workers": {}}
+            "machine": _machine_limits(), "load_before": load_snapshot(),
+            "system": system.to_json(checks), "busy_warning": system.busy_warning(checks),
+            "workers": {}}
 
 
 def _machine_limits() -> dict[str, Any] | None:

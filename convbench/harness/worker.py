@@ -6,8 +6,10 @@ and vector width.  The worker talks back through file descriptor N with the mess
 :mod:`convbench.harness.protocol`, one per line.
 
 Everything that can crash or hang (kernels) runs here, so the runner survives it.  The
-vector width must be in ``NUMBA_CPU_FEATURES`` before numba is imported, so this module
-imports numba and the kernels only inside :func:`main`, after :func:`apply_vector_width`.
+vector width must be in ``NUMBA_CPU_FEATURES`` before numba is imported, and the worker
+pins itself to the job's CPUs before any thread pool starts (threads inherit the affinity),
+so this module imports numba and the kernels only inside :func:`run_job`, after
+:func:`main` applied both.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from convbench.harness import affinity
 from convbench.harness.protocol import (
     NUMBA_COMPILED,
     Counts,
@@ -92,10 +95,11 @@ def run_job(job: Job, channel: Channel) -> None:
     from convbench.spec.problem import ConvProblem
 
     threads, timing = job.threads, job.timing
+    cpus = affinity.format_cpu_list(affinity.allowed_cpus())  # as applied by main()
     numba.set_num_threads(threads)
     blas_limit = threadpoolctl.threadpool_limits(threads)  # noqa: F841 - held for the job
     channel.send(Hello(settings={
-        "threads": threads, "numba_threads": numba.get_num_threads(),
+        "threads": threads, "numba_threads": numba.get_num_threads(), "cpus": cpus,
         "vector_width": job.vector_width, FEATURES_ENV: os.environ.get(FEATURES_ENV, ""),
         "spin": {k: os.environ.get(k, "")
                  for k in ("OPENBLAS_THREAD_TIMEOUT", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")},
@@ -117,7 +121,7 @@ def run_job(job: Job, channel: Channel) -> None:
             channel.enter(spec.case_id, "verify")
             verdict, execution = verify(problem, variant, reference, x, w)
             figures: dict[str, Any] = {**_error_fields(verdict.report),
-                                       "prepare_s": verdict.prepare_seconds}
+                                       "prepare_s": verdict.prepare_seconds, "cpus": cpus}
             if verdict.status != Status.OK or execution is None:
                 channel.send(Result(spec.case_id, verdict.status, verdict.reason, figures))
                 continue
@@ -254,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     job = Job.from_json(Path(args.job).read_text())
     apply_vector_width(job.vector_width)  # before anything imports numba
+    if job.cpus:
+        affinity.pin(job.cpus)  # before numba's and OpenBLAS's threads start
     with os.fdopen(args.fd, "w") as stream:
         run_job(job, Channel(stream))
     return 0

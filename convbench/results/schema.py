@@ -10,7 +10,10 @@ directory holds::
     values.parquet     every raw timed value, long form, VALUE_COLUMNS
     pyperf.json        a pyperf BenchmarkSuite, one benchmark per measured case
     environment.json   host, CPU, clock, cores, kernel, governor, library versions, machine
-                       limits (peak GFLOP/s, bandwidth) when known, perf availability, load
+                       limits (peak GFLOP/s, bandwidth) when known, perf availability, load,
+                       the host checks of ``convbench system`` ("system") and the busy
+                       warning the run printed ("busy_warning", null when none), each
+                       worker's settings ("workers": threads, pinned "cpus", ...)
     suite.yaml         a copy of the suite that was run
 
 Times are seconds per kernel call.  Missing figures are NaN, with a ``*_reason`` column
@@ -26,8 +29,9 @@ from convbench.status import STATUSES as STATUSES  # re-exported: the status col
 
 # 2: adds the kernel_version and cache columns (cache is part of the case key);
 #    statuses are convbench.status.Status words.
+# 3: adds the cpus column (the CPUs each case's worker was pinned to).
 # Older directories are read through convbench.results.upgrade.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 MANIFEST = "manifest.json"
 RESULTS_PARQUET = "results.parquet"
@@ -65,6 +69,10 @@ COLUMNS: dict[str, tuple[str, str]] = {
     # outcome
     "status": ("string", "ok | fail | error | crash | timeout | skip"),
     "reason": ("string", "why the case is not ok (empty when ok)"),
+    # where it ran
+    "cpus": ("string", "CPUs the worker was pinned to as it reported them (Linux cpulist, "
+                       "e.g. 0-1; --cpus or one per thread); empty when no worker reported "
+                       "(skips, crashes before a result, format 2 and older)"),
     # verification against the float64 reference
     "max_abs_err": ("float64", "max |y - ref|"),
     "max_rel_err": ("float64", "max relative error where |ref| exceeds the bound"),

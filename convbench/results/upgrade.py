@@ -47,7 +47,16 @@ def _v1_to_v2(old: Contents) -> Contents:
     return Contents({**old.manifest, "format_version": 2}, table, old.values)
 
 
-STEPS: dict[int, Callable[[Contents], Contents]] = {1: _v1_to_v2}
+def _v2_to_v3(old: Contents) -> Contents:
+    """3 added ``cpus``: workers were not pinned before, so there is no set to record."""
+    import pandas as pd
+
+    table = old.table.copy()
+    _insert_after(table, "reason", "cpus", pd.Series(pd.NA, index=table.index, dtype="string"))
+    return Contents({**old.manifest, "format_version": 3}, table, old.values)
+
+
+STEPS: dict[int, Callable[[Contents], Contents]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def upgrade(contents: Contents, where: str) -> Contents:
