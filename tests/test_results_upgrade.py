@@ -25,6 +25,7 @@ def test_format1_loads_as_the_current_format():
     assert run.manifest["format_version"] == schema.FORMAT_VERSION
     assert run.manifest["upgraded_from"] == 1
     assert run.table["kernel_version"].isna().all()
+    assert run.table["cpus"].isna().all()     # format 3: workers were not pinned before
     assert set(run.table["status"]) == {"ok", "fail", "skip"}
     assert [c for c in schema.COLUMNS if c in run.table.columns] == list(schema.COLUMNS)
     assert (run.table["cache"] == "warm").all()

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from convbench.harness import runner, supervise
+from convbench.harness import affinity, runner, supervise
 from convbench.harness.plan import build_plan
 from convbench.kernels import layouts
 from convbench.machine import store as machine_store
@@ -63,9 +63,15 @@ def test_directory_has_every_file(tiny_run):
     assert manifest["format_version"] == schema.FORMAT_VERSION
     env = json.loads((tiny_run / schema.ENVIRONMENT_JSON).read_text())
     for key in ("host", "cpu_model", "cpu_flags", "cores", "kernel", "governor", "libraries",
-                "load_before", "load_after", "steal_share", "perf_binary"):
+                "load_before", "load_after", "steal_share", "perf_binary", "system",
+                "busy_warning"):
         assert key in env, key
     assert env["workers"]["t1/vauto"]["numba_threads"] == 1
+    # pinned by default to one CPU per thread, reported by the worker and on every row
+    pinned = env["workers"]["t1/vauto"]["cpus"]
+    assert len(affinity.parse_cpu_list(pinned)) == 1
+    measured = pd.read_parquet(tiny_run / schema.RESULTS_PARQUET).query("status != 'skip'")
+    assert set(measured["cpus"]) == {pinned}
     assert env["workers"]["t1/vauto"]["numba_threading_layer"]
     # idle threads of one library must not spin into the next variant's time
     spin = env["workers"]["t1/vauto"]["spin"]

@@ -22,7 +22,7 @@ def test_help_does_not_import_heavy_modules():
             main(["--help"])
         except SystemExit:
             pass
-        for command in ("check", "show", "suites"):
+        for command in ("check", "show", "suites", "system", "run"):
             try:
                 main([command, "--help"])
             except SystemExit:
