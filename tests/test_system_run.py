@@ -54,6 +54,10 @@ def test_run_pins_its_worker_to_the_cpus_given(tmp_path):
     assert pd.read_parquet(out / schema.RESULTS_PARQUET)["cpus"].tolist() == [str(cpu)]
     manifest = json.loads((out / schema.MANIFEST).read_text())
     assert manifest["options"]["cpus"] == [cpu]
+    import pyperf
+
+    bench = pyperf.BenchmarkSuite.load(str(out / schema.PYPERF_JSON)).get_benchmarks()[0]
+    assert bench.get_metadata()["cpu_affinity"] == str(cpu)    # pyperf's own key
 
 
 def test_resume_pins_to_the_same_cpus(tmp_path):

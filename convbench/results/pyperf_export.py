@@ -34,6 +34,8 @@ def build_suite(rows: Iterable[Mapping[str, Any]], values: Mapping[str, list[flo
                     "variant": str(row["variant"]), "descriptor": str(row["descriptor"])}
         if isinstance(row.get("kernel_version"), str) and row["kernel_version"]:
             metadata["kernel_version"] = row["kernel_version"]
+        if isinstance(row.get("cpus"), str) and row["cpus"]:
+            metadata["cpu_affinity"] = row["cpus"]   # pyperf's key, the same cpulist form
         if cpu_model:
             metadata["cpu_model_name"] = cpu_model
         run = pyperf.Run(list(case_values), warmups=None, metadata=metadata,
