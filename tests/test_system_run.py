@@ -72,6 +72,7 @@ def test_resume_pins_to_the_same_cpus(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     cpus = pd.read_parquet(out / schema.RESULTS_PARQUET)["cpus"]
     assert cpus.tolist() == [str(cpu)] * 2
+    assert "busy_warning" in _environment(out)["resumed"][0]   # checked again at resume
 
 
 def test_bad_cpus_are_one_line_and_exit_2():

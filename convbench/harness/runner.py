@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from convbench.errors import ConvbenchError
-from convbench.harness import affinity, counters, sysinfo
+from convbench.harness import affinity, counters, sysinfo, system
 from convbench.harness.options import RunOptions, check_counters_available, make_plan
 from convbench.harness.plan import Case, Plan
 from convbench.harness.protocol import (
@@ -234,6 +234,10 @@ def resume(path: Path, quiet: bool = False) -> Outcome:
     if unknown:
         raise ConvbenchError(f"{path}: the plan has changed since the run started (e.g. "
                              f"{unknown[0]}); start a new run")
-    store.environment.setdefault("resumed", []).append(sysinfo.load_snapshot())
+    busy = system.busy_warning(system.measure_busy(affinity.resolve_pool(options.cpus)))
+    if busy:
+        warnings.warn(busy, stacklevel=2)
+    store.environment.setdefault("resumed", []).append({**sysinfo.load_snapshot(),
+                                                        "busy_warning": busy})
     store.set_status("running")
     return _execute(plan, store, options, quiet)

@@ -254,6 +254,11 @@ def busy_checks(found: Activity | None, proc: Path = PROC) -> list[Check]:
     return [busy, steal]
 
 
+def measure_busy(cpus: Sequence[int], seconds: float = RUN_WINDOW_S) -> list[Check]:
+    """The two busy checks of a window measured now on ``cpus``."""
+    return busy_checks(measure_activity(cpus, seconds))
+
+
 def busy_warning(checks: Sequence[Check]) -> str | None:
     """One line for the start of a run when the busy window found other work or steal."""
     hot = [c for c in checks if c.item in (BUSY_ITEM, STEAL_ITEM) and c.verdict == WARNING]
@@ -313,8 +318,9 @@ def numba_layers() -> dict[str, str]:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the reason is reported instead
-                if name == "tbb":
-                    parallel._check_tbb_version_compatible()
+                tbb_check = getattr(parallel, "_check_tbb_version_compatible", None)
+                if name == "tbb" and tbb_check is not None:
+                    tbb_check()
                 importlib.import_module(f"numba.np.ufunc.{name}pool" if name != "workqueue"
                                         else "numba.np.ufunc.workqueue")
             reasons[name] = ""
