@@ -3,7 +3,8 @@
 The runner writes a :class:`Job` (JSON file) and starts a worker on it; the worker answers
 on a pipe, one JSON object per line, each tagged by ``type``:
 
-    hello     Hello     settings as applied at start (threads, vector width, libraries)
+    hello     Hello     settings as applied at start (threads, CPUs pinned to, vector width,
+                        libraries)
     enter     Enter     which case runs now and in which phase (the runner's timeout clock)
     settings  Settings  figures known only after a kernel ran (threading layer)
     result    Result    a finished case: status, reason, figures, raw values
