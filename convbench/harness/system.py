@@ -152,7 +152,7 @@ def smt(cpus: Sequence[int], cpu_sysfs: Path = CPU_SYSFS) -> Check:
     shared = sorted(c for c in cores if len(c) > 1)
     if not shared:
         return Check(item, f"none among CPUs {affinity.format_cpu_list(cpus)}", OK,
-                     "a vCPU's siblings on the physical host are not visible in a VM")
+                     "as far as the kernel sees: a VM's vCPUs may share physical cores unseen")
     value = "; ".join(affinity.format_cpu_list(c) for c in shared) + " share a core"
     return Check(item, value, WARNING, "threads on siblings share one core's units and "
                  "caches: workers take one CPU per core first; --cpus can avoid siblings, "
