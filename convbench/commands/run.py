@@ -39,12 +39,17 @@ import click
 @click.option("--cold-bytes", type=click.IntRange(min=1 << 20),
               help="Bytes streamed to evict the caches in cold modes (default: 2 x the "
                    "host's last-level cache plus private caches, from sysfs).")
+@click.option("--measure-machine/--no-measure-machine", default=None,
+              help="On a host without stored machine limits (convbench machine), measure "
+                   "them quickly (~20 s) before the run [default: yes, unless "
+                   "CONVBENCH_MEASURE_MACHINE=0].")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar (for CI).")
 def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry_run: bool,
             only: tuple[str, ...], exclude: tuple[str, ...], counters: str, seed: int,
             min_time: float | None, n_values: int | None, warmups: int | None,
             timeout: float | None, threads: str | None, vector_widths: str | None,
-            cache_modes: str | None, cold_bytes: int | None, quiet: bool) -> int:
+            cache_modes: str | None, cold_bytes: int | None, measure_machine: bool | None,
+            quiet: bool) -> int:
     """Measure every variant of SUITE's sweep (a YAML path or a shipped suite's name).
 
     Each layer's variants are timed round-robin in a worker process together with an
@@ -91,7 +96,7 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
                        f"worker start allowances; kernels slower than min_time take longer)")
             return 0
         run_options.check_counters_available(counters)
-        outcome = runner.run_suite(suite, output, options, quiet)
+        outcome = runner.run_suite(suite, output, options, quiet, measure_machine)
     from convbench.report.summary import run_summary
     from convbench.results.store import to_frame
     from convbench.status import Status

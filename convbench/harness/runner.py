@@ -200,16 +200,23 @@ def _execute(plan: Plan, store: ResultsStore, options: RunOptions, quiet: bool) 
 
 
 def run_suite(suite_path: str | Path, output: Path | None = None,
-              options: RunOptions | None = None, quiet: bool = False) -> Outcome:
-    """Plan and run a suite into a new results directory."""
+              options: RunOptions | None = None, quiet: bool = False,
+              measure_machine: bool | None = None) -> Outcome:
+    """Plan and run a suite into a new results directory.  On a host without stored machine
+    limits they are measured first unless ``measure_machine`` is False (None: the
+    environment's choice, :mod:`convbench.machine.first_use`)."""
+    from convbench.machine.first_use import limits_for_run
+
     options = options or RunOptions()
     check_counters_available(options.counters)
     suite = load_suite(suite_path)
     plan = make_plan(suite, options)
     assert suite.path is not None
+    limits = limits_for_run({c.threads for c in plan.cases}, measure_machine,
+                            lambda line: None if quiet else print(line, file=sys.stderr))
     store = ResultsStore.create(output or default_output(suite), suite.name,
                                 suite.path.read_text(), [c.case_id for c in plan.cases],
-                                sysinfo.collect(), options.to_json())
+                                sysinfo.collect(limits), options.to_json())
     return _execute(plan, store, options, quiet)
 
 

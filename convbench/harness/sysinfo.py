@@ -86,20 +86,14 @@ def _versions() -> dict[str, str]:
     return versions
 
 
-def collect() -> dict[str, Any]:
-    """environment.json at the start of a run (``load_before`` included)."""
+def collect(machine: dict[str, Any] | None = None) -> dict[str, Any]:
+    """environment.json at the start of a run (``load_before`` included); ``machine``: the
+    limits the run divides by (:func:`convbench.machine.first_use.limits_for_run`)."""
     uname = platform.uname()
     return {"host": socket.gethostname(), **cpu_info(), "cores": os.cpu_count(),
             "arch": uname.machine, "kernel": uname.release, "os": uname.system,
             "governor": host.governor() or UNKNOWN, "libraries": _versions(), **_perf(),
-            "machine": _machine_limits(), "load_before": load_snapshot(), "workers": {}}
-
-
-def _machine_limits() -> dict[str, Any] | None:
-    """This host's limits as stored by ``convbench machine`` (None: never measured here)."""
-    from convbench.machine.store import machine_limits
-
-    return machine_limits()
+            "machine": machine, "load_before": load_snapshot(), "workers": {}}
 
 
 def finish(environment: dict[str, Any]) -> dict[str, Any]:
@@ -111,5 +105,5 @@ def finish(environment: dict[str, Any]) -> dict[str, Any]:
 
 def machine(environment: dict[str, Any]) -> dict[str, Any] | None:
     """This host's limits recorded in ``environment["machine"]`` (stored by
-    ``convbench machine``); None when the host was never measured."""
+    ``convbench machine`` or measured on the run's first use); None when the run had none."""
     return environment.get("machine")
