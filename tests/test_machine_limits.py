@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from convbench.kernels.base import PERFORMED_FLOPS
@@ -208,3 +209,28 @@ def test_measuring_can_be_turned_off(tmp_path, monkeypatch):
     assert limits_for_run([1]) is None
     assert limits_for_run([1], measure=False) is None
     assert not any(tmp_path.iterdir())
+
+
+# --- report and run summary show the flag, not the share -----------------------------------
+
+
+def test_report_and_summary_show_the_flag_instead_of_the_share(tmp_path):
+    from convbench.report.build import build_report
+    from convbench.report.summary import run_summary
+    from convbench.results.load import load_results
+    from tests.report_cases import MACHINE
+    from tests.results_factory import write_results
+
+    cases = [dict(layer="L", algorithm="direct", layout="nchw", median=40e-3),
+             # 2e8 flops in 0.5 ms: 400 GFLOP/s on a 115 GFLOP/s peak
+             dict(layer="L", algorithm="im2col", layout="nchw", median=0.5e-3)]
+    run = write_results(tmp_path / "run", cases, machine=MACHINE)
+    table = load_results(run).table
+    fast = table[table["algorithm"] == "im2col"].iloc[0]
+    assert "peak_share" in fast["share_flag"] and pd.isna(fast["peak_share"])
+    assert table[table["algorithm"] == "direct"]["share_flag"].iloc[0] == ""
+    summary = run_summary(table)
+    assert "1 case(s) measured above 100% of a bound" in summary
+    text = build_report([run], tmp_path / "md", "md").read_text()
+    assert "## Shares flagged as measurement errors" in text
+    assert "| im2col/nchw | 1 | auto | 400" in text.split("## Shares flagged")[1].split("\n## ")[0]
