@@ -48,17 +48,27 @@ def performed_flops(flops: int, info: str | None) -> int:
     return int(figure) if isinstance(figure, int | float) and figure > 0 else int(flops)
 
 
-def share_flag(shares: Mapping[str, float], tolerance: float) -> str:
-    """Why the row's shares are measurement errors: each share above 1 + ``tolerance``
-    named with its value; empty when none is.  A bound a kernel beats is not a bound (the
-    Intel host's depthwise layers showed 115-228% of a bound read at a sysfs "L3" that
-    ran at DRAM speed), so such a share is dropped from the row and this says why."""
-    over = [f"{name} {value:.2f}" for name, value in shares.items()
-            if math.isfinite(value) and value > 1.0 + tolerance]
+def share_tolerance(resolution_s: float, median_s: float) -> float:
+    """How far above 1 a share may read before it is flagged: the timer's resolution
+    relative to the median (NaN resolution: none), the only error that lets a correctly
+    timed kernel seem to pass a correctly measured bound."""
+    ratio = resolution_s / median_s if median_s and median_s > 0 else float("nan")
+    return ratio if math.isfinite(ratio) else 0.0
+
+
+def checked_shares(shares: Mapping[str, float], tolerance: float
+                   ) -> tuple[dict[str, float], str]:
+    """The shares with each one above 1 + ``tolerance`` replaced by NaN, and the flag that
+    says which and how far (empty when none is).  A bound a kernel beats is not a bound (the
+    Intel host's depthwise layers showed 115-228% of a bound read at a sysfs "L3" that ran
+    at DRAM speed): such a share is a measurement error, not a result."""
+    over = {k: v for k, v in shares.items() if math.isfinite(v) and v > 1.0 + tolerance}
     if not over:
-        return ""
-    return (f"measurement error: {', '.join(over)} above the measured bound (limits measured "
-            "low, e.g. under co-tenant load: re-run `convbench machine`; or a wrong time)")
+        return dict(shares), ""
+    flag = (f"measurement error: {', '.join(f'{k} {v:.2f}' for k, v in over.items())} above "
+            "the measured bound (limits measured low, e.g. under co-tenant load: re-run "
+            "`convbench machine`; or a wrong time)")
+    return {k: float("nan") if k in over else v for k, v in shares.items()}, flag
 
 
 def derived(flops: float, compulsory_bytes: float, median_s: float, threads: int,
@@ -70,20 +80,17 @@ def derived(flops: float, compulsory_bytes: float, median_s: float, threads: int
     ``gflops`` counts the nominal FLOPs (an algorithm's effective rate); the shares count
     the ``performed`` FLOPs, which the peak limits (default: the nominal).  Shares are NaN
     (and the roofline level empty) when the host's limits are unknown, and NaN with a
-    ``share_flag`` when above 1: the tolerance is the timer's resolution relative to the
-    median, the only error that lets a correctly timed kernel seem to pass its bound.
+    ``share_flag`` when above 1 (:func:`checked_shares`, :func:`share_tolerance`).
     """
     performed = int(flops) if performed is None else performed
     gflops = flops / median_s / 1e9
     done_gflops = performed / median_s / 1e9
     limits = dict(limits) if limits else None
     roof = roofline_for(limits, performed, compulsory_bytes, threads, vector_width)
-    shares = {"peak_share": done_gflops / peak_for(limits, threads, vector_width),
-              "roofline_share": done_gflops / roof.gflops}
-    tolerance = resolution_s / median_s if math.isfinite(resolution_s) else 0.0
-    flag = share_flag(shares, tolerance)
-    if flag:
-        shares = {k: (float("nan") if v > 1.0 + tolerance else v) for k, v in shares.items()}
+    shares, flag = checked_shares(
+        {"peak_share": done_gflops / peak_for(limits, threads, vector_width),
+         "roofline_share": done_gflops / roof.gflops},
+        share_tolerance(resolution_s, median_s))
     return {"gflops": gflops, "gbs": compulsory_bytes / median_s / 1e9,
             "performed_flops": performed, **shares, "roofline_level": roof.level,
             "roofline_gbs": roof.gbs, "share_flag": flag}
