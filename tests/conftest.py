@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -11,6 +12,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """`convbench run` measures the machine on a host without stored limits (~10-20 s):
+    the tests that run it by the dozen opt out here (in-process and, through os.environ,
+    in the processes they start); tests/test_machine_limits.py measures once on purpose.
+    Set CONVBENCH_MEASURE_MACHINE=1 to run the whole suite with measurement."""
+    from convbench.machine.first_use import MEASURE_ENV
+
+    os.environ.setdefault(MEASURE_ENV, "0")
 
 
 def convbench_process(*args: object, env: dict | None = None, check: bool = False,

@@ -80,6 +80,7 @@ def test_machine_command_stores_plausible_limits_per_host(measured, monkeypatch)
     assert limits is not None, f"nothing stored for this host in {cache}: {output}"
     assert f"stored in {store.limits_path()}" in output
     assert "peak FP32 512-bit GFLOP/s" in output and "triad DRAM GB/s" in output
+    assert "triad bandwidth curve" in output
     assert 0.2 < limits["clock_ghz"] < 10          # GHz, not Hz or MHz
     for width, gflops in limits["peak_gflops"]["1"].items():
         assert limits["asm_width"][width] == int(width)
@@ -87,6 +88,9 @@ def test_machine_command_stores_plausible_limits_per_host(measured, monkeypatch)
     assert limits["peak_gflops"]["1"] or limits["notes"]
     for level in LEVELS:
         assert 0 < limits["bandwidth_gbs"][level]["1"] < 1e5
+    sizes = [size for size, _ in limits["bandwidth_curve"]["1"]]
+    assert sizes == sorted(sizes) and sizes[0] == 16 << 10 and sizes[-1] >= 64 << 20
+    assert all(0 < gbs < 1e5 for _, gbs in limits["bandwidth_curve_measured"]["1"])
     json.dumps(limits)  # stays JSON
 
 
@@ -108,19 +112,30 @@ def test_bad_threads_is_a_user_error():
     assert result.exit_code != 0 and "comma-separated" in str(result.exception)
 
 
-def test_roofline_picks_the_level_that_holds_the_bytes():
+def test_roofline_reads_the_curve_at_the_footprint_per_thread():
+    curve = [[16 << 10, 200.0], [1 << 20, 100.0], [32 << 20, 50.0], [128 << 20, 20.0]]
     limits = {"peak_gflops": {"1": {"512": 100.0}, "2": {"512": 200.0}},
+              "bandwidth_curve": {"1": curve, "2": [[s, 2 * g] for s, g in curve]},
               "bandwidth_gbs": {"L1": {"1": 200.0, "2": 400.0}, "L2": {"1": 100.0, "2": 200.0},
-                                "L3": {"1": 50.0, "2": 80.0}, "DRAM": {"1": 20.0, "2": 30.0}},
-              "caches": {"L1": {"size_bytes": 32 << 10, "shared_by": 1},
-                         "L2": {"size_bytes": 1 << 20, "shared_by": 1},
-                         "L3": {"size_bytes": 32 << 20, "shared_by": 2}}}
-    # 1 flop per byte: bandwidth-bound at every level
-    assert store.roofline_for(limits, 16e3, 16e3, 1, "512") == (100.0, "L1")  # peak caps 200
-    assert store.roofline_for(limits, 1.5e6, 1.5e6, 1, "512") == (50.0, "L3")
-    assert store.roofline_for(limits, 1.5e6, 1.5e6, 2, "512") == (200.0, "L2")   # 2 x 1 MiB
-    assert store.roofline_for(limits, 1e8, 1e8, 1, "512") == (20.0, "DRAM")
+                                "L3": {"1": 50.0, "2": 100.0}, "DRAM": {"1": 20.0, "2": 40.0}}}
+    # half a flop per byte: bandwidth-bound; the bound is the curve's GB/s at the footprint
+    roof = store.roofline_for(limits, 1 << 19, 1 << 20, 1, "512")
+    assert (roof.gflops, roof.gbs, roof.level) == (50.0, 100.0, "L2")
+    assert store.roofline_for(limits, 16e3, 16e3, 1, "512").gflops == 100.0   # peak caps 200
+    # two threads: each works on half the bytes, on the 2-thread curve
+    two = store.roofline_for(limits, 2 << 20, 2 << 20, 2, "512")
+    assert two.gbs == 200.0 and two.gflops == 200.0 and two.level == "peak"
+    # beyond the curve's largest size: its last point (DRAM), never a sysfs level
+    far = store.roofline_for(limits, 1e9, 1e9, 1, "512")
+    assert (far.gflops, far.level) == (20.0, "DRAM")
     # compute-bound: the peak
-    assert store.roofline_for(limits, 1e10, 1e8, 1, "512") == (100.0, "DRAM")
-    bound, level = store.roofline_for(None, 1e6, 1e6, 1)
-    assert math.isnan(bound) and level == ""
+    assert store.roofline_for(limits, 1e10, 1e8, 1, "512").level == "peak"
+    bare = store.roofline_for(None, 1e6, 1e6, 1)
+    assert math.isnan(bare.gflops) and bare.level == ""
+
+
+def test_older_limits_files_are_not_loaded(tmp_path):
+    """Format 1 read bandwidth per sysfs level (its "L3" could be DRAM): re-measured."""
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"format_version": 1, "peak_gflops": {"1": {"256": 1.0}}}))
+    assert store.load(path) is None

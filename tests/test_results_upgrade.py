@@ -25,7 +25,7 @@ def test_format1_loads_as_the_current_format():
     assert run.manifest["format_version"] == schema.FORMAT_VERSION
     assert run.manifest["upgraded_from"] == 1
     assert run.table["kernel_version"].isna().all()
-    assert run.table["cpus"].isna().all()     # format 3: workers were not pinned before
+    assert run.table["cpus"].isna().all()     # format 3 added it: workers were not pinned before
     assert set(run.table["status"]) == {"ok", "fail", "skip"}
     assert [c for c in schema.COLUMNS if c in run.table.columns] == list(schema.COLUMNS)
     assert (run.table["cache"] == "warm").all()
@@ -64,3 +64,27 @@ def test_unknown_format_versions_are_refused(tmp_path, version):
     (copy / schema.MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(ResultsError, match="results format version"):
         load_results(copy)
+
+
+def test_format3_shares_above_one_are_flagged_on_load(tmp_path):
+    """Formats up to 3 read bandwidth off sysfs levels and divided nominal FLOPs: a stored
+    share above 1 loads flagged and left out, as format 4 writes it."""
+    import pandas as pd
+
+    from tests.results_factory import write_results
+
+    run = write_results(tmp_path / "run", [
+        dict(layer="L", algorithm="direct", layout="nchw", median=1e-3),
+        dict(layer="L", algorithm="winograd2x2", layout="nhwc", median=1e-3)])
+    table = pd.read_parquet(run / schema.RESULTS_PARQUET)
+    table = table.drop(columns=["performed_flops", "roofline_gbs", "share_flag"])
+    table["peak_share"] = [0.5, 1.7]
+    table["roofline_share"] = [0.9, 2.3]
+    table.to_parquet(run / schema.RESULTS_PARQUET)
+    manifest = json.loads((run / schema.MANIFEST).read_text())
+    (run / schema.MANIFEST).write_text(json.dumps({**manifest, "format_version": 3}))
+    loaded = load_results(run).table
+    assert list(loaded.columns[:len(schema.COLUMNS)]) == list(schema.COLUMNS)
+    assert list(loaded["share_flag"].fillna("").map(bool)) == [False, True]
+    assert "peak_share 1.70" in loaded["share_flag"].iloc[1]
+    assert loaded["peak_share"].iloc[0] == 0.5 and pd.isna(loaded["peak_share"].iloc[1])

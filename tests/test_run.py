@@ -32,6 +32,8 @@ convbench = convbench_process
 # Stored limits for this host, as `convbench machine` would write them (figures made up).
 LIMITS = {"format_version": machine_store.FORMAT_VERSION,
           "peak_gflops": {"1": {"256": 50.0, "512": 100.0}},
+          "bandwidth_curve": {"1": [[16 << 10, 200.0], [1 << 20, 100.0], [32 << 20, 50.0],
+                                    [128 << 20, 20.0]]},
           "bandwidth_gbs": {"L1": {"1": 200.0}, "L2": {"1": 100.0}, "L3": {"1": 50.0},
                             "DRAM": {"1": 20.0}},
           "caches": {"L1": {"size_bytes": 32 << 10, "shared_by": 1},
@@ -100,9 +102,14 @@ def test_table_has_documented_columns_and_dtypes(tiny_run):
     assert env["machine"]["peak_gflops"] == LIMITS["peak_gflops"]
     assert np.allclose(ok["peak_share"], ok["gflops"] / 100.0)
     assert np.allclose(ok["gbs"], ok["compulsory_bytes"] / ok["median_s"] / 1e9)
-    assert (ok["roofline_level"] == "L1").all()      # the tiny layers fit in 32 KiB
-    bound = np.minimum(100.0, ok["flops"] / ok["compulsory_bytes"] * 200.0)
-    assert np.allclose(ok["roofline_share"], ok["gflops"] / bound)
+    # the tiny layers' footprints lie below the curve's first point: 200 GB/s, the L1 plateau
+    assert (ok["roofline_gbs"] == 200.0).all()
+    memory = ok["flops"] / ok["compulsory_bytes"] * 200.0
+    assert (ok["roofline_level"] == np.where(memory < 100.0, "L1", "peak")).all()
+    assert (ok["performed_flops"] == ok["flops"]).all()   # direct and im2col: nominal
+    shares = ok["gflops"] / np.minimum(100.0, memory)
+    assert np.allclose(ok["roofline_share"].fillna(shares), shares)
+    assert (ok["roofline_share"].isna() == (ok["share_flag"] != "")).all()
     assert (ok["ref_ratio"] > 0).all() and (ok["err_bound_ratio"] <= 1).all()
     assert (ok["compile_s"] >= 0).all() and (ok["prepare_s"] > 0).all()
     csv = pd.read_csv(tiny_run / schema.RESULTS_CSV)

@@ -24,14 +24,21 @@ def _threads(text: str | None) -> list[int]:
     return threads
 
 
+def _size(nbytes: float) -> str:
+    return f"{nbytes / 2**20:.3g} MiB" if nbytes >= 1000 << 10 else f"{nbytes / 1024:.3g} KiB"
+
+
 def format_limits(limits: dict) -> str:
-    """The limits as a terminal table: peak per width, bandwidth per level, by threads."""
+    """The limits as terminal tables: peak per width and bandwidth plateaus per level, by
+    threads; then the triad bandwidth curve over working-set sizes."""
     from convbench.machine.bandwidth import LEVELS
     from convbench.machine.peak import WIDTHS
     from convbench.textable import format_table
 
     threads = sorted(limits["peak_gflops"], key=int)
-    rows = [("figure", *(f"{t} thread{'s' if t != '1' else ''}" for t in threads))]
+    right = tuple(range(1, len(threads) + 1))
+    header = tuple(f"{t} thread{'s' if t != '1' else ''}" for t in threads)
+    rows = [("figure", *header)]
     for width in WIDTHS:
         rows.append((f"peak FP32 {width}-bit GFLOP/s",
                      *(f"{limits['peak_gflops'][t].get(width, float('nan')):.1f}"
@@ -40,12 +47,24 @@ def format_limits(limits: dict) -> str:
         by_t = limits["bandwidth_gbs"].get(level, {})
         rows.append((f"triad {level} GB/s", *(f"{by_t.get(t, float('nan')):.1f}"
                                               for t in threads)))
+    curve = limits.get("bandwidth_curve_measured", limits.get("bandwidth_curve", {}))
+    sizes = sorted({p[0] for points in curve.values() for p in points})
+    by_size = {t: dict(map(tuple, curve.get(t, []))) for t in threads}
+    curve_rows = [("working set per thread", *(f"GB/s {h}" for h in header))]
+    curve_rows += [(_size(size), *(f"{by_size[t].get(size, float('nan')):.1f}"
+                                   for t in threads)) for size in sizes]
     clock = limits["clock_ghz"]
-    lines = [format_table(rows, right=tuple(range(1, len(threads) + 1))), "",
+    lines = [format_table(rows, right=right), "",
              f"clock {clock:.2f} GHz (measured); "
              + ", ".join(f"{w}-bit {limits['peak_gflops'][threads[0]][w] / clock:.1f} "
                          f"flop/cycle" for w in WIDTHS if w in limits["peak_gflops"][threads[0]])
              + f" on {threads[0]} thread"]
+    if sizes:
+        lines += ["", "triad bandwidth curve as measured (a layer's memory bound is read at "
+                  "its footprint off its upper envelope):", format_table(curve_rows, right=right)]
+    if "seconds" in limits:
+        lines += ["", f"measured in {limits['seconds']:.1f} s ({limits.get('profile', '')} "
+                  "profile)"]
     lines += [f"note: {n}" for n in limits.get("notes", [])]
     return "\n".join(lines)
 

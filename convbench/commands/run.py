@@ -43,12 +43,17 @@ import click
               help="CPUs the workers are pinned to, e.g. 0,1 or 2-3: a worker with T threads "
                    "gets T of them, one per physical core first (default: from the CPUs this "
                    "process may use). Recorded per row and in environment.json.")
+@click.option("--measure-machine/--no-measure-machine", default=None,
+              help="On a host without stored machine limits (convbench machine), measure "
+                   "them quickly (~20 s) before the run [default: yes, unless "
+                   "CONVBENCH_MEASURE_MACHINE=0].")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar (for CI).")
 def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry_run: bool,
             only: tuple[str, ...], exclude: tuple[str, ...], counters: str, seed: int,
             min_time: float | None, n_values: int | None, warmups: int | None,
             timeout: float | None, threads: str | None, vector_widths: str | None,
             cache_modes: str | None, cold_bytes: int | None, cpus: str | None,
+            measure_machine: bool | None,
             quiet: bool) -> int:
     """Measure every variant of SUITE's sweep (a YAML path or a shipped suite's name).
 
@@ -97,7 +102,7 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
                        f"worker start allowances; kernels slower than min_time take longer)")
             return 0
         run_options.check_counters_available(counters)
-        outcome = runner.run_suite(suite, output, options, quiet)
+        outcome = runner.run_suite(suite, output, options, quiet, measure_machine)
     from convbench.report.summary import run_summary
     from convbench.results.store import to_frame
     from convbench.status import Status

@@ -204,8 +204,13 @@ def _execute(plan: Plan, store: ResultsStore, options: RunOptions, quiet: bool) 
 
 
 def run_suite(suite_path: str | Path, output: Path | None = None,
-              options: RunOptions | None = None, quiet: bool = False) -> Outcome:
-    """Plan and run a suite into a new results directory."""
+              options: RunOptions | None = None, quiet: bool = False,
+              measure_machine: bool | None = None) -> Outcome:
+    """Plan and run a suite into a new results directory.  On a host without stored machine
+    limits they are measured first unless ``measure_machine`` is False (None: the
+    environment's choice, :mod:`convbench.machine.first_use`)."""
+    from convbench.machine.first_use import limits_for_run
+
     options = options or RunOptions()
     check_counters_available(options.counters)
     suite = load_suite(suite_path)
@@ -213,7 +218,9 @@ def run_suite(suite_path: str | Path, output: Path | None = None,
     # the pool itself (not "the default") goes into the manifest: --resume pins the same
     options = dataclasses.replace(options, cpus=affinity.resolve_pool(options.cpus))
     assert suite.path is not None
-    environment = sysinfo.collect(options.cpus)
+    limits = limits_for_run({c.threads for c in plan.cases}, measure_machine,
+                            lambda line: None if quiet else print(line, file=sys.stderr))
+    environment = sysinfo.collect(limits, options.cpus)
     if environment["busy_warning"]:
         warnings.warn(environment["busy_warning"], stacklevel=2)
     store = ResultsStore.create(output or default_output(suite), suite.name,

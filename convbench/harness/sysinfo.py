@@ -110,10 +110,12 @@ def _versions() -> dict[str, str]:
     return versions
 
 
-def collect(cpus: Sequence[int] = ()) -> dict[str, Any]:
-    """environment.json at the start of a run (``load_before`` included), with the host
-    checks of ``convbench system`` (busy window on ``cpus``, the run's CPU pool) and the
-    busy warning they gave, if any (the caller prints it)."""
+def collect(machine: dict[str, Any] | None = None, cpus: Sequence[int] = ()
+            ) -> dict[str, Any]:
+    """environment.json at the start of a run (``load_before`` included): ``machine``, the
+    limits the run divides by (:func:`convbench.machine.first_use.limits_for_run`), and the
+    host checks of ``convbench system`` (busy window on ``cpus``, the run's CPU pool) with
+    the busy warning they gave, if any (the caller prints it)."""
     from convbench.harness import system  # imports this module: not at the top
 
     uname = platform.uname()
@@ -121,16 +123,9 @@ def collect(cpus: Sequence[int] = ()) -> dict[str, Any]:
     return {"host": socket.gethostname(), **cpu_info(), "cores": os.cpu_count(),
             "arch": uname.machine, "kernel": uname.release, "os": uname.system,
             "governor": host.governor() or UNKNOWN, "libraries": _versions(), **_perf(),
-            "machine": _machine_limits(), "load_before": load_snapshot(),
+            "machine": machine, "load_before": load_snapshot(),
             "system": system.to_json(checks), "busy_warning": system.busy_warning(checks),
             "workers": {}}
-
-
-def _machine_limits() -> dict[str, Any] | None:
-    """This host's limits as stored by ``convbench machine`` (None: never measured here)."""
-    from convbench.machine.store import machine_limits
-
-    return machine_limits()
 
 
 def finish(environment: dict[str, Any]) -> dict[str, Any]:
@@ -142,5 +137,5 @@ def finish(environment: dict[str, Any]) -> dict[str, Any]:
 
 def machine(environment: dict[str, Any]) -> dict[str, Any] | None:
     """This host's limits recorded in ``environment["machine"]`` (stored by
-    ``convbench machine``); None when the host was never measured."""
+    ``convbench machine`` or measured on the run's first use); None when the run had none."""
     return environment.get("machine")

@@ -20,6 +20,12 @@ from convbench.spec.problem import ConvProblem
 
 ParamValue = int | float | str | bool
 
+# The key of :meth:`Prepared.info` under which an algorithm that does fewer multiplies than
+# the direct conv (Winograd, Strassen) reports the FLOPs it performs per call.  The results
+# keep GFLOP/s on the nominal FLOPs (the effective rate) but divide the performed FLOPs by
+# the peak (results.record), so a fast algorithm never shows more than 100% of peak.
+PERFORMED_FLOPS = "performed_flops"
+
 
 @dataclass(frozen=True)
 class Param:
@@ -52,7 +58,9 @@ class Prepared(ABC):
         """Compute one convolution of ``x`` (in ``in_layout``) into ``y`` (``out_layout``)."""
 
     def info(self) -> dict[str, ParamValue]:
-        """Extra figures worth recording (multiplies saved, buffer sizes, ...)."""
+        """Extra figures worth recording (multiplies saved, buffer sizes, ...); an algorithm
+        that performs fewer FLOPs than the nominal conv says how many under
+        :data:`PERFORMED_FLOPS`."""
         return {}
 
     def hot_kernels(self) -> tuple[object, ...]:

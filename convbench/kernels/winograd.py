@@ -32,7 +32,7 @@ from collections.abc import Mapping
 import numba
 import numpy as np
 
-from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
+from convbench.kernels.base import PERFORMED_FLOPS, Algorithm, Param, ParamValue, Prepared
 from convbench.kernels.gemm import GEMM_BACKEND, GEMM_BACKENDS, Blocking, gemm_backend
 from convbench.kernels.winograd_transforms import TRANSFORMS, Transform
 from convbench.spec.problem import ConvProblem
@@ -205,7 +205,19 @@ class WinogradNHWC(Prepared):
     def info(self) -> dict[str, ParamValue]:
         m, alpha = self.transform.m, self.transform.alpha
         return {"tiles": self.n_tiles, "tile_block": self.tile_block,
-                "multiply_reduction": (m * m * 9) / (alpha * alpha)}
+                "multiply_reduction": (m * m * 9) / (alpha * alpha),
+                PERFORMED_FLOPS: performed_flops(self.p, m)}
+
+
+def performed_flops(problem: ConvProblem, m: int) -> int:
+    """FLOPs of the alpha^2 batched GEMMs, 2 x alpha^2 x tiles x IC x OC (edge tiles count
+    whole): the arithmetic F(m x m, 3 x 3) performs instead of 2 x 9 x OH x OW x IC x OC.
+    The transforms are left out: additions and multiplies by small constants, O(alpha^2 x
+    (IC + OC)) per tile against the GEMMs' alpha^2 x IC x OC, and no FMAs for the peak;
+    gemm=own's padding of a block to whole MR panels is not useful work either."""
+    p, alpha = problem, m + 2
+    tiles = p.mb * -(-p.oh // m) * -(-p.ow // m)
+    return 2 * alpha * alpha * tiles * p.ic * p.oc
 
 
 def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]) -> str | None:

@@ -5,37 +5,54 @@ can be moved with ``$CONVBENCH_MACHINE_DIR``).  The host key joins the host name
 of the CPU model, CPU count and cache sizes, because the same host name has been seen on
 different CPUs between sessions (BRIEF.md).
 
-The JSON object (``FORMAT_VERSION`` 1)::
+The JSON object (``FORMAT_VERSION`` 2)::
 
-    format_version   1
+    format_version   2
     host             {"hostname", "cpu_model", "cpus", "key"}
     measured         UTC ISO time
-    quick            true when measured with --quick (shorter, noisier)
+    quick            true when measured with a quick profile (shorter, noisier)
+    profile          "full" | "quick" (machine.measure.PROFILES); "quick" on a run's first use
+    seconds          wall time the measurement took
     clock_ghz        measured core clock under load
     peak_gflops      {threads: {width: GFLOP/s}}  threads "1", "2", ...; width "256", "512"
-    bandwidth_gbs    {level: {threads: GB/s}}     level "L1", "L2", "L3", "DRAM"
-    working_set_bytes {level: {threads: bytes per thread}}
+    bandwidth_curve_measured {threads: [[bytes per thread, GB/s], ...]}  triad over a
+                     geometric series of working sets, smallest first (machine.bandwidth)
+    bandwidth_curve  the same, each point raised to the best of the larger sizes
+                     (bandwidth.upper_envelope: a co-tenant's dip is not a bound); the
+                     roofline's memory bound is read off it at a layer's footprint
+    bandwidth_gbs    {level: {threads: GB/s}}     the curve read at each level's working set
+                     (level "L1", "L2", "L3", "DRAM"): plateau names for the report
+    working_set_bytes {level: {threads: bytes per thread}}  where those were read
     caches           {level: {"size_bytes", "shared_by", "from_sysfs"}}
     asm_width        {width: bits of the FMAs LLVM emitted for that width}
     notes            [why a figure is missing, ...]
 
-All keys of the nested maps are strings (JSON).  :func:`peak_for` and :func:`bandwidth_for`
-look figures up by int thread count and width ("auto" = the best width measured).
+All keys of the nested maps are strings (JSON).  :func:`peak_for`, :func:`bandwidth_at` and
+:func:`roofline_for` look figures up by int thread count and width ("auto" = the best width
+measured).
+
+Format 1 (no curve: one triad per sysfs level) is not loaded: its "L3" figure could be a
+DRAM figure (the 480 MiB sysfs L3 above), so :func:`machine_limits` answers None and the next
+``convbench run`` measures again (``convbench machine`` overwrites it).  Results directories
+keep the limits they were run with in environment.json, whatever their format; the report
+draws their level roofs from ``bandwidth_gbs``, which both formats have.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from convbench import host
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def default_dir() -> Path:
@@ -104,26 +121,67 @@ def peak_for(limits: dict[str, Any] | None, threads: int, width: str = "auto") -
     return _nested(by_width, str(width))
 
 
+def curve_at(points: list[list[float]], nbytes: float) -> float:
+    """GB/s of a bandwidth curve ``[[bytes, GB/s], ...]`` (sizes ascending) at ``nbytes``:
+    linear in log(size) between points; the first point's value below it, the last's
+    beyond it (a footprint larger than the curve streams from DRAM like its last point).
+    NaN for an empty curve or a non-positive size."""
+    if not points or not nbytes > 0:
+        return float("nan")
+    if nbytes <= points[0][0]:
+        return float(points[0][1])
+    for (s0, g0), (s1, g1) in itertools.pairwise(points):
+        if nbytes <= s1:
+            f = math.log(nbytes / s0) / math.log(s1 / s0)
+            return float(g0 + f * (g1 - g0))
+    return float(points[-1][1])
+
+
+def bandwidth_at(limits: dict[str, Any] | None, nbytes_per_thread: float,
+                 threads: int) -> float:
+    """Triad GB/s of ``threads`` threads each working on ``nbytes_per_thread``, from the
+    stored curve; NaN when the limits have no curve for that thread count."""
+    curve = (limits or {}).get("bandwidth_curve", {}).get(str(threads))
+    return curve_at(curve or [], nbytes_per_thread)
+
+
+@dataclass(frozen=True)
+class Roof:
+    """A kernel's roofline bound: ``gflops`` = min(peak, FLOPs/byte x ``gbs``), ``gbs`` the
+    curve's bandwidth at the kernel's footprint per thread, ``level`` the plateau name whose
+    bandwidth is nearest to it (``"peak"`` when compute-bound).  NaN / "" without limits."""
+
+    gflops: float
+    gbs: float
+    level: str
+
+
 def roofline_for(limits: dict[str, Any] | None, flops: float, nbytes: float, threads: int,
-                 width: str = "auto") -> tuple[float, str]:
-    """Attainable GFLOP/s of a kernel with ``flops`` over ``nbytes`` compulsory bytes, and
-    the memory level whose bandwidth bounds it: min(peak, flops/byte x triad GB/s of the
-    smallest level that holds the bytes for ``threads`` threads; private caches add up).
-    (NaN, "") when the limits lack the figures."""
+                 width: str = "auto") -> Roof:
+    """The roofline bound of ``flops`` over ``nbytes`` compulsory bytes on ``threads``
+    threads.  The outermost loop is split between threads, so each works on about
+    ``nbytes / threads``: that footprint is looked up on the curve of that thread count."""
     peak = peak_for(limits, threads, width)
-    caches = (limits or {}).get("caches", {})
-    level = "DRAM"
-    for name in ("L1", "L2", "L3"):
-        cache = caches.get(name)
-        if cache and nbytes <= cache["size_bytes"] * (threads if cache["shared_by"] == 1 else 1):
-            level = name
-            break
-    bandwidth = bandwidth_for(limits, level, threads)
-    if math.isnan(peak) or math.isnan(bandwidth) or nbytes <= 0:
-        return float("nan"), ""
-    return min(peak, flops / nbytes * bandwidth), level
+    gbs = bandwidth_at(limits, nbytes / max(1, threads), threads)
+    if math.isnan(peak) or math.isnan(gbs) or nbytes <= 0 or flops <= 0:
+        return Roof(float("nan"), float("nan"), "")
+    memory = flops / nbytes * gbs
+    if peak <= memory:
+        return Roof(peak, gbs, "peak")
+    return Roof(memory, gbs, nearest_plateau(limits, gbs, threads))
+
+
+def nearest_plateau(limits: dict[str, Any] | None, gbs: float, threads: int) -> str:
+    """The level ("L1".."DRAM") whose plateau bandwidth is nearest to ``gbs`` (by ratio)."""
+    plateaus = {level: bandwidth_for(limits, level, threads)
+                for level in (limits or {}).get("bandwidth_gbs", {})}
+    plateaus = {k: v for k, v in plateaus.items() if v > 0}
+    if not plateaus or not gbs > 0:
+        return ""
+    return min(plateaus, key=lambda k: abs(math.log(plateaus[k] / gbs)))
 
 
 def bandwidth_for(limits: dict[str, Any] | None, level: str, threads: int) -> float:
-    """Triad GB/s at a level ("L1", "L2", "L3", "DRAM") and thread count; NaN if unknown."""
+    """Triad GB/s of a level's plateau ("L1", "L2", "L3", "DRAM") at a thread count; NaN if
+    unknown.  For the report's roofs; a kernel's bound comes from :func:`bandwidth_at`."""
     return _nested((limits or {}).get("bandwidth_gbs"), level, str(threads))

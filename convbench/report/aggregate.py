@@ -61,7 +61,8 @@ def best_by_algorithm(table: pd.DataFrame) -> pd.DataFrame:
     out = out.sort_values(["layer", "threads", "median_s"],
                           key=lambda s: s.map(order) if s.name == "layer" else s)
     cols = ["layer", "threads", "algorithm", "variant", "vector_width", "median_s",
-            "ci_low_s", "ci_high_s", "gflops", "peak_share", "speedup_vs_direct",
+            "ci_low_s", "ci_high_s", "gflops", "peak_share", "roofline_share",
+            "roofline_level", "speedup_vs_direct",
             "speedup_vs_baseline", "layer_count", "flops", "compulsory_bytes"]
     return out[[c for c in cols if c in out.columns]].reset_index(drop=True)
 
@@ -212,6 +213,17 @@ def failures(table: pd.DataFrame) -> pd.DataFrame:
     bad = table[table["status"] != Status.OK]
     return bad[["layer", "variant", "threads", "vector_width", "status", "reason"]
                ].reset_index(drop=True)
+
+
+def flagged_shares(table: pd.DataFrame) -> pd.DataFrame:
+    """Ok cases whose share of peak or roofline came out above 1: measurement errors, shown
+    with the flag instead of the share (record.share_flag; the shares are NaN there)."""
+    if "share_flag" not in table:
+        return pd.DataFrame(columns=["layer", "variant", "threads", "gflops", "share_flag"])
+    flagged = ok_rows(table)
+    flagged = flagged[flagged["share_flag"].fillna("").astype(str) != ""]
+    return flagged[["layer", "variant", "threads", "vector_width", "gflops", "share_flag"]
+                   ].reset_index(drop=True)
 
 
 def counter_columns(table: pd.DataFrame) -> list[str]:

@@ -134,11 +134,14 @@ def roofline(runs: Runs, envs: dict[str, dict], out: Path) -> list[Figure]:
             ax.legend(fontsize="x-small", loc="lower right")
         axes[0].set_ylabel("GFLOP/s")
         caption = ("Every ok variant placed by nominal FLOPs over compulsory bytes (input + "
-                   "weights + output). Roofs: the measured peak (best vector width) and triad "
-                   "bandwidth of the run's host at this thread count.")
+                   "weights + output). Roofs: the measured peak (best vector width) and the "
+                   "plateaus of the triad bandwidth curve of the run's host at this thread "
+                   "count; each case's own bound reads the curve at its footprint "
+                   "(roofline_gbs).")
         if bare:
-            caption += (f" No machine limits in {', '.join(bare)}: run `convbench machine` on "
-                        "that host before `convbench run` to get roofs.")
+            caption += (f" No machine limits in {', '.join(bare)}: it was run with "
+                        "--no-measure-machine or by an older convbench; `convbench machine` "
+                        "on that host, then a new run, gives roofs.")
         figures.append(_save(fig, out / f"roofline_t{t}.png", f"Roofline, {t} thread(s)",
                              caption))
     return figures

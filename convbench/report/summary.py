@@ -72,6 +72,18 @@ def network_lines(table: pd.DataFrame) -> list[str]:
     return lines
 
 
+def flag_lines(table: pd.DataFrame) -> list[str]:
+    """How many ok cases beat a measured bound (record.share_flag), and the first few."""
+    flagged = aggregate.flagged_shares(table)
+    if flagged.empty:
+        return []
+    lines = [f"{len(flagged)} case(s) measured above 100% of a bound: a measurement error, "
+             "share left out (share_flag column):"]
+    lines += [f"  {r.layer} {r.variant} t{r.threads}: {r.share_flag}"
+              for r in flagged.head(MAX_REPRODUCERS // 4).itertuples(index=False)]
+    return lines
+
+
 def reproducer_lines(table: pd.DataFrame) -> list[str]:
     """The command that reproduces each broken case alone (at most MAX_REPRODUCERS)."""
     broken = table[table["status"].isin([s.value for s in BROKEN])]
@@ -101,6 +113,7 @@ def run_summary(table: pd.DataFrame) -> str:
                if not (table[table["layer"] == layer]["status"] == Status.OK).any()]
     if without:
         lines.append(f"no ok case for: {', '.join(without)}")
+    lines += flag_lines(table)
     counts = table["status"].value_counts()
     lines.append("cases: " + (", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts)
                               or "none"))

@@ -46,6 +46,11 @@ PER_RUN = (
     Section("scaling", "Thread scaling",
             "Count-weighted GFLOP/s by thread count, speed-up over the fewest threads.",
             aggregate.thread_scaling),
+    Section("share_flags", "Shares flagged as measurement errors",
+            "Cases measured above 100% of the host's peak or roofline bound: a bound a "
+            "kernel beats is not a bound, so the share is left out and the flag says which "
+            "and by how much (re-measure the host with `convbench machine`).",
+            aggregate.flagged_shares),
     Section("failures", "Failed and skipped variants", "Every case that is not ok, with "
             "its reason.", aggregate.failures),
     Section("counters_missing", "Missing counters",

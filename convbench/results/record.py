@@ -11,11 +11,13 @@ them from the table.  Columns and their meaning are in :mod:`convbench.results.s
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from convbench.machine.store import peak_for, roofline_for
 from convbench import stats
+from convbench.kernels.base import PERFORMED_FLOPS
+from convbench.machine.store import peak_for, roofline_for
 from convbench.status import Status
 
 if TYPE_CHECKING:
@@ -36,19 +38,62 @@ def case_row(case: Case) -> dict[str, Any]:
             "flops": p.flops, "compulsory_bytes": p.compulsory_bytes}
 
 
+def performed_flops(flops: int, info: str | None) -> int:
+    """The FLOPs a variant actually performs: ``performed_flops`` from its kernel's info
+    (Winograd, Strassen: fewer multiplies than the direct conv), else the nominal FLOPs."""
+    try:
+        figure = json.loads(info or "{}").get(PERFORMED_FLOPS)
+    except (json.JSONDecodeError, AttributeError):
+        figure = None
+    return int(figure) if isinstance(figure, int | float) and figure > 0 else int(flops)
+
+
+def share_tolerance(resolution_s: float, median_s: float) -> float:
+    """How far above 1 a share may read before it is flagged: the timer's resolution
+    relative to the median (NaN resolution: none), the only error that lets a correctly
+    timed kernel seem to pass a correctly measured bound."""
+    ratio = resolution_s / median_s if median_s and median_s > 0 else float("nan")
+    return ratio if math.isfinite(ratio) else 0.0
+
+
+def checked_shares(shares: Mapping[str, float], tolerance: float
+                   ) -> tuple[dict[str, float], str]:
+    """The shares with each one above 1 + ``tolerance`` replaced by NaN, and the flag that
+    says which and how far (empty when none is).  A bound a kernel beats is not a bound (the
+    Intel host's depthwise layers showed 115-228% of a bound read at a sysfs "L3" that ran
+    at DRAM speed): such a share is a measurement error, not a result."""
+    over = {k: v for k, v in shares.items() if math.isfinite(v) and v > 1.0 + tolerance}
+    if not over:
+        return dict(shares), ""
+    flag = (f"measurement error: {', '.join(f'{k} {v:.2f}' for k, v in over.items())} above "
+            "the measured bound (limits measured low, e.g. under co-tenant load: re-run "
+            "`convbench machine`; or a wrong time)")
+    return {k: float("nan") if k in over else v for k, v in shares.items()}, flag
+
+
 def derived(flops: float, compulsory_bytes: float, median_s: float, threads: int,
-            vector_width: str, limits: Mapping[str, Any] | None) -> dict[str, Any]:
+            vector_width: str, limits: Mapping[str, Any] | None,
+            performed: int | None = None, resolution_s: float = float("nan")
+            ) -> dict[str, Any]:
     """GFLOP/s, GB/s and the shares of the host's limits for one median time.
 
-    Shares are NaN (and the roofline level empty) when the host's limits are unknown.
+    ``gflops`` counts the nominal FLOPs (an algorithm's effective rate); the shares count
+    the ``performed`` FLOPs, which the peak limits (default: the nominal).  Shares are NaN
+    (and the roofline level empty) when the host's limits are unknown, and NaN with a
+    ``share_flag`` when above 1 (:func:`checked_shares`, :func:`share_tolerance`).
     """
+    performed = int(flops) if performed is None else performed
     gflops = flops / median_s / 1e9
+    done_gflops = performed / median_s / 1e9
     limits = dict(limits) if limits else None
-    bound, level = roofline_for(limits, flops, compulsory_bytes, threads, vector_width)
+    roof = roofline_for(limits, performed, compulsory_bytes, threads, vector_width)
+    shares, flag = checked_shares(
+        {"peak_share": done_gflops / peak_for(limits, threads, vector_width),
+         "roofline_share": done_gflops / roof.gflops},
+        share_tolerance(resolution_s, median_s))
     return {"gflops": gflops, "gbs": compulsory_bytes / median_s / 1e9,
-            "peak_share": gflops / peak_for(limits, threads, vector_width),
-            "roofline_level": level,
-            "roofline_share": gflops / bound}
+            "performed_flops": performed, **shares, "roofline_level": roof.level,
+            "roofline_gbs": roof.gbs, "share_flag": flag}
 
 
 def outcome_row(case: Case, status: Status, reason: str = "",
@@ -63,7 +108,9 @@ def outcome_row(case: Case, status: Status, reason: str = "",
     if status == Status.OK:
         row.update(**stats.summarize(values), **stats.ratio_summary(values, ref_values))
         row.update(derived(row["flops"], row["compulsory_bytes"], row["median_s"],
-                           case.threads, case.vector_width, limits))
+                           case.threads, case.vector_width, limits,
+                           performed_flops(row["flops"], row.get("info")),
+                           row.get("timer_resolution_s", float("nan"))))
     return row
 
 

@@ -30,8 +30,10 @@ from convbench.status import STATUSES as STATUSES  # re-exported: the status col
 # 2: adds the kernel_version and cache columns (cache is part of the case key);
 #    statuses are convbench.status.Status words.
 # 3: adds the cpus column (the CPUs each case's worker was pinned to).
+# 4: adds performed_flops, roofline_gbs and share_flag; the roofline bound comes from the
+#    machine's bandwidth curve at the layer's footprint (roofline_level names the plateau).
 # Older directories are read through convbench.results.upgrade.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 MANIFEST = "manifest.json"
 RESULTS_PARQUET = "results.parquet"
@@ -97,14 +99,29 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "iqr_s": ("float64", "interquartile range"),
     "ci_low_s": ("float64", "bootstrap 95% CI of the median, low"),
     "ci_high_s": ("float64", "bootstrap 95% CI of the median, high"),
-    "gflops": ("float64", "nominal FLOPs / median time / 1e9"),
-    "peak_share": ("float64", "gflops / measured peak for this thread count and width (NaN "
-                              "when no peak is known)"),
+    "gflops": ("float64", "nominal FLOPs / median time / 1e9: the effective rate, also for "
+                          "algorithms that do fewer multiplies (Winograd, Strassen)"),
+    "performed_flops": ("int64", "FLOPs the variant performs per call: the nominal flops, "
+                                 "or fewer where its kernel reports them in info (Winograd: "
+                                 "2 x alpha^2 x tiles x IC x OC of its GEMMs; Strassen: its "
+                                 "leaf GEMMs); the shares below divide these"),
+    "peak_share": ("float64", "performed_flops / median time / measured peak for this thread "
+                              "count and width (NaN when no peak is known, or when above 1: "
+                              "see share_flag)"),
     "gbs": ("float64", "compulsory bytes (input + weights + output once) / median time / 1e9"),
-    "roofline_level": ("string", "memory level whose measured triad bandwidth bounds the "
-                                 "roofline: smallest of L1, L2, L3, DRAM holding the bytes"),
-    "roofline_share": ("float64", "gflops / min(peak, flops per byte x that bandwidth): the "
-                                  "share of the roofline bound (NaN without machine limits)"),
+    "roofline_gbs": ("float64", "triad GB/s of the machine's bandwidth curve at this case's "
+                                "footprint per thread (compulsory bytes / threads; "
+                                "interpolated in log size, the largest point's beyond it)"),
+    "roofline_level": ("string", "what bounds the roofline: 'peak' when compute-bound, else "
+                                 "the memory plateau (L1, L2, L3, DRAM) whose bandwidth is "
+                                 "nearest roofline_gbs; empty without machine limits"),
+    "roofline_share": ("float64", "performed GFLOP/s / min(peak, performed flops per byte x "
+                                  "roofline_gbs): the share of the roofline bound (NaN "
+                                  "without machine limits, or when above 1: see share_flag)"),
+    "share_flag": ("string", "non-empty when a share came out above 1 (beyond the timer's "
+                                "resolution relative to the median): a measurement error, "
+                                "not a result; names the share and its value, and that share "
+                                "is NaN in the row"),
     # in-run reference kernel (fixed sgemm) measured in the same rounds
     "ref_ratio": ("float64", "median over rounds of value / reference-kernel value"),
     "ref_ratio_ci_low": ("float64", "bootstrap 95% CI of ref_ratio, low"),

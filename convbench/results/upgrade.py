@@ -56,7 +56,44 @@ def _v2_to_v3(old: Contents) -> Contents:
     return Contents({**old.manifest, "format_version": 3}, table, old.values)
 
 
-STEPS: dict[int, Callable[[Contents], Contents]] = {1: _v1_to_v2, 2: _v2_to_v3}
+def _number(row: Any, key: str) -> float:
+    """A row's figure as a float; NaN where the column is absent or the cell missing."""
+    import pandas as pd
+
+    return float(row[key]) if key in row and pd.notna(row[key]) else float("nan")
+
+
+def _v3_to_v4(old: Contents) -> Contents:
+    """4 added ``performed_flops`` (older formats divided the nominal FLOPs by the peak),
+    ``roofline_gbs`` (older formats read the bandwidth off a sysfs level, not recorded) and
+    ``share_flag``: a stored share above 1 is flagged and dropped as format 4 does
+    (record.checked_shares), so an old baseline never shows an impossible share."""
+    import pandas as pd
+
+    from convbench.results.record import checked_shares, share_tolerance
+
+    table = old.table.copy()
+    _insert_after(table, "gflops", "performed_flops",
+                  pd.Series(pd.NA, index=table.index, dtype="Int64"))
+    _insert_after(table, "gbs", "roofline_gbs",
+                  pd.Series(float("nan"), index=table.index, dtype="float64"))
+    names = [k for k in ("peak_share", "roofline_share") if k in table]
+    flags = []
+    for i, row in table.iterrows():
+        shares, flag = checked_shares({k: _number(row, k) for k in names},
+                                      share_tolerance(_number(row, "timer_resolution_s"),
+                                                      _number(row, "median_s")))
+        flags.append(flag)
+        if flag:
+            for k, v in shares.items():
+                table.loc[i, k] = v
+    _insert_after(table, "roofline_share", "share_flag",
+                  pd.Series(flags, index=table.index, dtype="string"))
+    return Contents({**old.manifest, "format_version": 4}, table, old.values)
+
+
+STEPS: dict[int, Callable[[Contents], Contents]] = {1: _v1_to_v2, 2: _v2_to_v3,
+                                                    3: _v3_to_v4}
 
 
 def upgrade(contents: Contents, where: str) -> Contents:
