@@ -9,6 +9,8 @@ on a pipe, one JSON object per line, each tagged by ``type``:
     settings  Settings  figures known only after a kernel ran (threading layer)
     result    Result    a finished case: status, reason, figures, raw values
     counts    Counts    a counting pass's figures for a case recorded earlier
+    restart   Restart   the worker compiled kernels and measured nothing: run the group
+                        again in a fresh worker, which loads them (harness/compiled.py)
 
 Every message is a small dataclass; :func:`decode` turns a line back into one, so the
 runner never reads a bare dict.  Both ends import this module and nothing else of each
@@ -51,6 +53,7 @@ class Job:
     cache: str = WARM                     # spec.suite.CACHE_MODES
     cold_bytes: int | None = None         # eviction pile size; None: from the host's LLC
     cpus: tuple[int, ...] = ()            # pin to these CPUs (harness.affinity); (): no pin
+    restart_if_compiled: bool = True      # compiled code is not what later runs measure
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -116,11 +119,19 @@ class Counts(Message):
     figures: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Restart(Message):
+    """The worker compiled ``compiled`` (cached numba functions) and stops before measuring."""
+
+    kind: ClassVar[str] = "restart"
+    compiled: list[str]
+
+
 # A Settings key: the worker compiled a kernel (instead of loading it from numba's cache)
 NUMBA_COMPILED = "numba_compiled"
 
 MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (Hello, Settings, Enter, Result,
-                                                          Counts)}
+                                                          Counts, Restart)}
 
 
 class ProtocolError(ValueError):

@@ -28,7 +28,6 @@ from convbench.harness import affinity, counters, sysinfo, system
 from convbench.harness.options import RunOptions, check_counters_available, make_plan
 from convbench.harness.plan import Case, Plan
 from convbench.harness.protocol import (
-    NUMBA_COMPILED,
     Counts,
     Enter,
     Hello,
@@ -49,6 +48,7 @@ from convbench.spec.suite import Suite, load_suite
 from convbench.status import Status
 
 KILL_AFTER_ENV = "CONVBENCH_TEST_KILL_AFTER"
+MAX_RESTARTS = 2   # a second compile means the kernels do not cache: measure what was built
 
 
 def default_output(suite: Suite) -> Path:
@@ -67,7 +67,6 @@ class Runner:
         self.quiet = quiet
         self.stream = stream or sys.stderr
         self.recorded = 0
-        self.compiled = False     # the last counting worker compiled a kernel
         self.bar: Any = None
         self.pool = affinity.resolve_pool(options.cpus)
         kill_after = os.environ.get(KILL_AFTER_ENV, "")
@@ -105,13 +104,27 @@ class Runner:
         remaining = list(group)
         prefix = counters.worker_prefix(self.options.counters) if count_only else []
         limits = sysinfo.machine(self.store.environment)
+        restarts = 0
         while remaining:
+            # The restarted worker gets the very same job: under simulation any difference
+            # in what a worker reads before its region (a longer job file, say) moves the
+            # allocator's state and the counts with it (harness/compiled.py).  Only a
+            # worker that compiles again (its kernels do not cache) measures what it built.
             job = job_for(remaining, self.plan.timing, self.options.counters,
                           self.options.seed, count_only, self.options.cold_bytes,
-                          affinity.cpus_for(self.pool, remaining[0].threads))
+                          affinity.cpus_for(self.pool, remaining[0].threads),
+                          restart_if_compiled=restarts < MAX_RESTARTS)
             worker = WorkerProcess(job, self.plan.timing.timeout, prefix)
             end = worker.run(lambda m: self.on_message(m, by_id, limits))
             remaining = [c for c in remaining if c.case_id not in end.finished]
+            if end.compiled and restarts < MAX_RESTARTS:
+                # the worker compiled and measured nothing: a fresh one loads the cached
+                # code that every later run will measure (harness/compiled.py)
+                restarts += 1
+                key = "/".join(map(str, group[0].group)) + ("/count" if count_only else "")
+                self.store.environment.setdefault("restarted_after_compile", {}).setdefault(
+                    key, []).append(end.compiled)
+                continue
             if not remaining or end.status is None:
                 break
             if end.culprit is not None:
@@ -139,7 +152,6 @@ class Runner:
                                          f"v{case.vector_width} {message.phase}",
                                          refresh=False)
         elif isinstance(message, Hello | Settings):
-            self.compiled = self.compiled or bool(message.settings.get(NUMBA_COMPILED))
             case = next(iter(by_id.values()))
             key = f"t{case.threads}/v{case.vector_width}"
             if case.cache != WARM:
@@ -162,16 +174,7 @@ class Runner:
         ok = {r["case_id"] for r in self.store.rows if r["status"] == Status.OK}
         cases = [c for c in self.plan.cases if c.case_id in ok and c.case_id not in counted]
         for group in self.plan.groups(cases):
-            self.compiled = False
             self.run_group(group, count_only=True)
-            if self.compiled:
-                # Under valgrind numba sees another CPU, so a first simulated run compiles;
-                # freshly compiled code counted ~23% more instructions than the same kernel
-                # loaded from the cache (direct/nhwc: 369938 vs 299790 Ir per call).  Count
-                # again: this worker loads what the first one saved, as every later run will.
-                self.store.environment.setdefault("counted_again", []).append(
-                    "/".join(map(str, group[0].group)))
-                self.run_group(group, count_only=True)
             self.store.manifest["counted"].extend(c.case_id for c in group)
             self.store.flush()
 

@@ -20,7 +20,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from convbench.harness.protocol import CaseSpec, Counts, Enter, Job, Message, Result, decode
+from convbench.harness.protocol import (
+    CaseSpec,
+    Counts,
+    Enter,
+    Job,
+    Message,
+    Restart,
+    Result,
+    decode,
+)
 from convbench.status import Status
 
 if TYPE_CHECKING:
@@ -49,6 +58,7 @@ class WorkerEnd:
     culprit: str | None = None
     status: Status | None = None   # CRASH, TIMEOUT or ERROR, for the culprit or the rest
     reason: str = ""
+    compiled: list[str] = field(default_factory=list)  # asked to be restarted after these
 
 
 @dataclass(frozen=True)
@@ -145,9 +155,11 @@ class WorkerProcess:
                     current, phase = message.case, message.phase
                 elif isinstance(message, Result | Counts):
                     end.finished.add(message.case)
+                elif isinstance(message, Restart):
+                    end.compiled = list(message.compiled)
                 on_message(message)
             code = self.proc.wait()
-            if code == 0 and len(end.finished) == len(self.job.cases):
+            if code == 0 and (end.compiled or len(end.finished) == len(self.job.cases)):
                 return end
             if code < 0:
                 end.status = Status.CRASH
@@ -163,7 +175,7 @@ class WorkerProcess:
 
 def job_for(cases: Sequence[Case], timing: TimingOptions, counters: str, seed: int,
             count_only: bool = False, cold_bytes: int | None = None,
-            cpus: tuple[int, ...] = ()) -> Job:
+            cpus: tuple[int, ...] = (), restart_if_compiled: bool = True) -> Job:
     """The job of one group's cases."""
     case = cases[0]
     return Job(threads=case.threads, vector_width=case.vector_width,
@@ -171,4 +183,5 @@ def job_for(cases: Sequence[Case], timing: TimingOptions, counters: str, seed: i
                cases=tuple(CaseSpec(c.case_id, c.variant.algorithm, c.variant.layout,
                                     c.variant.param_dict) for c in cases),
                timing=asdict(timing), counters=counters, count_only=count_only, seed=seed,
-               cache=case.cache, cold_bytes=cold_bytes, cpus=cpus)
+               cache=case.cache, cold_bytes=cold_bytes, cpus=cpus,
+               restart_if_compiled=restart_if_compiled)

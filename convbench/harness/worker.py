@@ -34,6 +34,7 @@ from convbench.harness.protocol import (
     Hello,
     Job,
     Message,
+    Restart,
     Result,
     Settings,
 )
@@ -87,7 +88,12 @@ def run_job(job: Job, channel: Channel) -> None:
     import numpy as np
     import threadpoolctl
 
-    from convbench.harness import counters, timer
+    from convbench.harness import counters
+    from convbench.harness.compiled import CompileWatch
+
+    # before the timer module compiles (or loads) its thread-pool starter
+    watch = CompileWatch().start()
+    from convbench.harness import timer
     from convbench.harness.inputs import make_inputs
     from convbench.harness.verify import verify
     from convbench.kernels.base import Variant
@@ -114,7 +120,6 @@ def run_job(job: Job, channel: Channel) -> None:
         x, w = make_inputs(problem, job.seed)
         reference = Reference(problem, x, w)
         runtime_start = timer.start_parallel_runtime()
-        cache_before = _numba_cache_files() if job.count_only else {}
         alive: list[tuple[str, Any, dict[str, Any]]] = []
         for spec in job.cases:
             variant = Variant.of(spec.algorithm, spec.layout, spec.params)
@@ -131,10 +136,15 @@ def run_job(job: Job, channel: Channel) -> None:
                            info=json.dumps(prepared.info(), sort_keys=True),
                            first_call_s=verdict.first_call_seconds)
             alive.append((spec.case_id, execution, figures))
+        watch.stop()
         channel.send(Settings(settings={
             "numba_threading_layer": _threading_layer(numba),
             "parallel_runtime_start_s": runtime_start,
-            NUMBA_COMPILED: job.count_only and _numba_cache_files() != cache_before}))
+            NUMBA_COMPILED: watch.compiled}))
+        if watch.compiled and job.restart_if_compiled:
+            # this process would time and count other code than every later one
+            channel.send(Restart(watch.compiled))
+            return
         if job.count_only:
             evictor = _evictor(job, channel)
             _count(alive, session, channel, calls=[1] * len(alive), separate=True,
@@ -171,15 +181,6 @@ def run_job(job: Job, channel: Channel) -> None:
                                 ref_values=list(ref_entry.values), loops=entry.loops))
     finally:
         session.close()
-
-
-def _numba_cache_files() -> dict[str, int]:
-    """numba's on-disk cache index files of convbench's kernels, with their mtimes: they
-    change exactly when a kernel was compiled (and saved) rather than loaded."""
-    import convbench
-
-    root = Path(os.environ.get("NUMBA_CACHE_DIR") or Path(convbench.__file__).parent)
-    return {str(p): p.stat().st_mtime_ns for p in root.rglob("*.nbi")}
 
 
 def _threading_layer(numba: Any) -> str:

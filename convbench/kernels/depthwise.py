@@ -219,11 +219,23 @@ def _dw3x3_nchw(x, w, y, sh, sw, ph, pw):  # pragma: no cover - jitted
             base = ow_lo * sw - pw
             a0, a1, a2 = r0[base:], r1[base:], r2[base:]
             o_int = orow[ow_lo:ow_hi]
-            for j in range(ow_hi - ow_lo):
-                s = j * sw
-                o_int[j] = (wk[0, 0] * a0[s] + wk[0, 1] * a0[s + 1] + wk[0, 2] * a0[s + 2]
-                            + wk[1, 0] * a1[s] + wk[1, 1] * a1[s + 1] + wk[1, 2] * a1[s + 2]
-                            + wk[2, 0] * a2[s] + wk[2, 1] * a2[s + 1] + wk[2, 2] * a2[s + 2])
+            if sw == 1:
+                # unit stride spelled out: with ``j * sw`` LLVM kept this loop scalar on the
+                # AVX2 host (znver1 tuning judged the stride-versioned loop unprofitable)
+                for j in range(ow_hi - ow_lo):
+                    o_int[j] = (wk[0, 0] * a0[j] + wk[0, 1] * a0[j + 1]
+                                + wk[0, 2] * a0[j + 2] + wk[1, 0] * a1[j]
+                                + wk[1, 1] * a1[j + 1] + wk[1, 2] * a1[j + 2]
+                                + wk[2, 0] * a2[j] + wk[2, 1] * a2[j + 1]
+                                + wk[2, 2] * a2[j + 2])
+            else:
+                for j in range(ow_hi - ow_lo):
+                    s = j * sw
+                    o_int[j] = (wk[0, 0] * a0[s] + wk[0, 1] * a0[s + 1]
+                                + wk[0, 2] * a0[s + 2] + wk[1, 0] * a1[s]
+                                + wk[1, 1] * a1[s + 1] + wk[1, 2] * a1[s + 2]
+                                + wk[2, 0] * a2[s] + wk[2, 1] * a2[s + 1]
+                                + wk[2, 2] * a2[s + 2])
             # the edge outputs, tap by tap
             for ow in range(ow_len):
                 if ow_lo <= ow < ow_hi:
