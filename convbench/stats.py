@@ -2,7 +2,8 @@
 
 Owns: the location/spread summary of one case's timed values (the timing columns of
 ``results.schema``), the median of value / reference ratios, the seeded percentile
-bootstrap (CI of a median, CI of a ratio of two medians), the Mann-Whitney U p-value and
+bootstrap (CI of a median, CI of a ratio of two medians, also with worker processes as
+the resampled unit), the Mann-Whitney U p-value and
 the smallest p it can attain.  What counts as "slower" is not a statistic but a rule built
 on these; it lives in :mod:`convbench.compare.decision`.
 
@@ -58,6 +59,34 @@ def bootstrap_ratio_ci(baseline: np.ndarray, current: np.ndarray, level: float,
     rng = np.random.default_rng(seed)
     baseline_medians = _resampled_medians(rng, baseline, resamples)  # baseline drawn first
     current_medians = _resampled_medians(rng, current, resamples)
+    tail = (1.0 - level) / 2.0
+    lo, hi = np.quantile(current_medians / baseline_medians, [tail, 1.0 - tail])
+    return float(lo), float(hi)
+
+
+def _resampled_grouped_medians(rng: np.random.Generator, values: np.ndarray,
+                                groups: np.ndarray, resamples: int) -> np.ndarray:
+    """Medians of two-level resamples: the groups (worker processes) drawn with
+    replacement, then each drawn group's values drawn with replacement, pooled."""
+    members = [values[groups == g] for g in np.unique(groups)]
+    picks = rng.integers(0, len(members), (resamples, len(members)))
+    medians = np.empty(resamples)
+    for i, row in enumerate(picks):
+        drawn = [members[j][rng.integers(0, members[j].size, members[j].size)] for j in row]
+        medians[i] = np.median(np.concatenate(drawn))
+    return medians
+
+
+def bootstrap_ratio_ci_grouped(baseline: np.ndarray, baseline_groups: np.ndarray,
+                               current: np.ndarray, current_groups: np.ndarray,
+                               level: float, resamples: int = BOOTSTRAP_RESAMPLES,
+                               seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """Percentile CI of median(current) / median(baseline) with the groups (the worker
+    processes each value came from) as the resampled unit: a bias that one process carries
+    widens the interval instead of passing for a change (hierarchical bootstrap)."""
+    rng = np.random.default_rng(seed)
+    baseline_medians = _resampled_grouped_medians(rng, baseline, baseline_groups, resamples)
+    current_medians = _resampled_grouped_medians(rng, current, current_groups, resamples)
     tail = (1.0 - level) / 2.0
     lo, hi = np.quantile(current_medians / baseline_medians, [tail, 1.0 - tail])
     return float(lo), float(hi)

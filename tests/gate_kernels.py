@@ -6,6 +6,10 @@ of the weights with the same unfolded input once more and discards the result: r
 work of about f times the GEMM, the kind of slowdown a careless change introduces.  The
 regression-gate tests run the same suite twice, the second time with the variable set, and
 expect `convbench compare` to name this variant and no other.
+
+``CONVBENCH_TEST_PROCESS_BIAS`` ("0,0.15,0") adds a bias of its own to each worker process
+of a group instead: the process numbered i (``CONVBENCH_PROCESS``, set by the worker) does
+the i-th fraction of extra work, so one process is slower than its siblings as a whole.
 """
 
 from __future__ import annotations
@@ -20,6 +24,15 @@ from convbench.kernels.im2col import Im2colNCHW
 from convbench.spec.problem import ConvProblem
 
 EXTRA_WORK_ENV = "CONVBENCH_TEST_EXTRA_WORK"
+PROCESS_BIAS_ENV = "CONVBENCH_TEST_PROCESS_BIAS"
+
+
+def _extra_work() -> float:
+    bias = os.environ.get(PROCESS_BIAS_ENV, "")
+    if bias:
+        fractions = [float(f) for f in bias.split(",")]
+        return fractions[int(os.environ.get("CONVBENCH_PROCESS", "0")) % len(fractions)]
+    return float(os.environ.get(EXTRA_WORK_ENV, "0") or 0)
 
 
 class _Gated(Prepared):
@@ -40,7 +53,7 @@ class _Gated(Prepared):
 
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,
            params: Mapping[str, ParamValue]) -> Prepared:
-    return _Gated(problem, w, float(os.environ.get(EXTRA_WORK_ENV, "0") or 0))
+    return _Gated(problem, w, _extra_work())
 
 
 ALGORITHMS = [Algorithm(name="t_gated", title="test kernel: extra work on request",

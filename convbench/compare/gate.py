@@ -149,7 +149,8 @@ def decide_pair(base: Sample, cur: Sample, *, thresholds: Thresholds, alpha: flo
                        cur.normalised if normalised else cur.values,
                        threshold=thresholds.for_variant(cur.suite, cur.layer, cur.variant),
                        alpha=alpha, basis="ref-normalised" if normalised else "raw",
-                       resamples=resamples)
+                       resamples=resamples, baseline_processes=base.processes,
+                       current_processes=cur.processes)
     instructions = None
     if instruction_column:
         instructions = decide_instructions(base.instructions, cur.instructions,

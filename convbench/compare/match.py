@@ -52,6 +52,7 @@ class Sample:
     reason: str = ""
     values: np.ndarray = field(default_factory=lambda: np.empty(0))
     normalised: np.ndarray | None = None   # value / ref_value per round, when measured
+    processes: np.ndarray | None = None    # worker process of each value, when recorded
     instructions: float = float("nan")     # per call, from INSTRUCTION_COLUMNS
     descriptor: str = ""                   # the problem measured ("" when not recorded)
     kernel_version: str = ""               # hash of the kernel's code ("" when unknown)
@@ -142,9 +143,13 @@ def _results_side(run: Any, instruction_column: str | None) -> Side:
             raise ConvbenchError(f"{path}: variant {row['case_id']} appears twice")
         group = by_case.get(row["case_id"])
         raw = normalised = np.empty(0)
+        processes = None
         if group is not None and row["status"] == Status.OK:
-            group = group.sort_values("round")
+            group = group.sort_values(["process", "round"] if "process" in group
+                                      else "round")
             raw = group["value"].to_numpy(dtype=float)
+            if "process" in group:
+                processes = group["process"].to_numpy(dtype=int)
             if "ref_value" in group:
                 ref = group["ref_value"].to_numpy(dtype=float)
                 normalised = raw / ref
@@ -154,7 +159,7 @@ def _results_side(run: Any, instruction_column: str | None) -> Side:
             layer=str(row["layer"]), variant=str(row["variant"]),
             threads=int(row["threads"]), vector_width=str(row["vector_width"]),
             status=str(row["status"]), reason=str(row.get("reason") or ""), values=raw,
-            normalised=normalised if has_ref else None,
+            normalised=normalised if has_ref else None, processes=processes,
             instructions=_as_float(row.get(instruction_column)) if instruction_column
             else float("nan"), descriptor=_text(row.get("descriptor")),
             kernel_version=_text(row.get("kernel_version")))
@@ -179,10 +184,13 @@ def _load_pyperf_side(path: Path) -> Side:
         meta = bench.get_metadata()
         # convbench's pyperf.json names benchmarks layer/variant/t1/vauto; case ids work too
         key = parse_pyperf_name(name) or parse_case_id(name) or CaseKey(name, "", 0, "")
+        runs = [run.values for run in bench.get_runs() if run.values]   # a run: a process
         samples[(name,)] = Sample(key=(name,), case_id=name, suite="", layer=key.layer,
                                   variant=key.variant, threads=key.threads or None,
                                   vector_width=key.vector_width, status=Status.OK,
-                                  values=np.asarray(bench.get_values(), float),
+                                  values=np.asarray([v for r in runs for v in r], float),
+                                  processes=np.repeat(np.arange(len(runs)),
+                                                      [len(r) for r in runs]),
                                   descriptor=str(meta.get("descriptor", "")),
                                   kernel_version=str(meta.get("kernel_version", "")))
         env.update({k: meta[k] for k in PYPERF_HOST_KEYS if k in meta})

@@ -54,6 +54,7 @@ class Job:
     cold_bytes: int | None = None         # eviction pile size; None: from the host's LLC
     cpus: tuple[int, ...] = ()            # pin to these CPUs (harness.affinity); (): no pin
     restart_if_compiled: bool = True      # compiled code is not what later runs measure
+    process: int = 0                      # which of the group's worker processes this is
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

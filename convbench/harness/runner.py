@@ -69,6 +69,7 @@ class Runner:
         self.recorded = 0
         self.bar: Any = None
         self.pool = affinity.resolve_pool(options.cpus)
+        self.pending: dict[str, list[Result]] = {}   # ok results of a group's processes
         kill_after = os.environ.get(KILL_AFTER_ENV, "")
         self.kill_after = int(kill_after) if kill_after.isdigit() else None
 
@@ -100,23 +101,43 @@ class Runner:
             self.bar.close()
 
     def run_group(self, group: list[Case], count_only: bool = False) -> None:
-        by_id = {c.case_id: c for c in group}
-        remaining = list(group)
-        prefix = counters.worker_prefix(self.options.counters) if count_only else []
+        """Run a group in ``timing.processes`` worker processes one after another (one for
+        a counting pass): each verifies and times the cases the earlier ones left ok; the
+        values are pooled into one row per case once the last process has finished."""
         limits = sysinfo.machine(self.store.environment)
+        processes = 1 if count_only else self.plan.timing.processes
+        self.pending: dict[str, list[Result]] = {}
+        remaining = list(group)
+        for process in range(processes):
+            remaining = self.run_process(group, remaining, count_only, process, limits)
+            remaining = [c for c in remaining if c.case_id in self.pending]
+            if not remaining:
+                break
+        for case in group:
+            results = self.pending.pop(case.case_id, None)
+            if results:
+                self.record(*record.pooled_row(case, results, limits))
+
+    def run_process(self, group: list[Case], remaining: list[Case], count_only: bool,
+                    process: int, limits: dict[str, Any] | None) -> list[Case]:
+        """One worker process over ``remaining`` (fresh workers take over after a crash, a
+        hang or a compile); the cases it finished."""
+        by_id = {c.case_id: c for c in group}
+        todo = list(remaining)
+        prefix = counters.worker_prefix(self.options.counters) if count_only else []
         restarts = 0
-        while remaining:
+        while todo:
             # The restarted worker gets the very same job: under simulation any difference
             # in what a worker reads before its region (a longer job file, say) moves the
             # allocator's state and the counts with it (harness/compiled.py).  Only a
             # worker that compiles again (its kernels do not cache) measures what it built.
-            job = job_for(remaining, self.plan.timing, self.options.counters,
+            job = job_for(todo, self.plan.timing, self.options.counters,
                           self.options.seed, count_only, self.options.cold_bytes,
-                          affinity.cpus_for(self.pool, remaining[0].threads),
-                          restart_if_compiled=restarts < MAX_RESTARTS)
+                          affinity.cpus_for(self.pool, todo[0].threads),
+                          restart_if_compiled=restarts < MAX_RESTARTS, process=process)
             worker = WorkerProcess(job, self.plan.timing.timeout, prefix)
-            end = worker.run(lambda m: self.on_message(m, by_id, limits))
-            remaining = [c for c in remaining if c.case_id not in end.finished]
+            end = worker.run(lambda m: self.on_message(m, by_id))
+            todo = [c for c in todo if c.case_id not in end.finished]
             if end.compiled and restarts < MAX_RESTARTS:
                 # the worker compiled and measured nothing: a fresh one loads the cached
                 # code that every later run will measure (harness/compiled.py)
@@ -125,26 +146,28 @@ class Runner:
                 self.store.environment.setdefault("restarted_after_compile", {}).setdefault(
                     key, []).append(end.compiled)
                 continue
-            if not remaining or end.status is None:
+            if not todo or end.status is None:
                 break
             if end.culprit is not None:
                 culprit = by_id[end.culprit]
                 self.record_failure(culprit, end.status, end.reason, count_only)
-                remaining = [c for c in remaining if c is not culprit]
+                todo = [c for c in todo if c is not culprit]
             else:  # died outside any case: the rest cannot run in this setting
-                for case in remaining:
+                for case in todo:
                     self.record_failure(case, Status.ERROR, end.reason, count_only)
                 break
+        return [c for c in remaining if c not in todo]
 
     def record_failure(self, case: Case, status: Status, reason: str,
                        count_only: bool) -> None:
+        """A case that failed in any process fails: what earlier processes measured goes."""
         if count_only:
             self.store.update(case.case_id, {"counters_reason": f"{status}: {reason}"})
         else:
+            self.pending.pop(case.case_id, None)
             self.record(record.outcome_row(case, status, reason))
 
-    def on_message(self, message: Message, by_id: dict[str, Case],
-                   limits: dict[str, Any] | None) -> None:
+    def on_message(self, message: Message, by_id: dict[str, Case]) -> None:
         if isinstance(message, Enter):
             if message.case and self.bar is not None:
                 case = by_id[message.case]
@@ -159,12 +182,11 @@ class Runner:
             self.store.environment.setdefault("workers", {}).setdefault(key, {}).update(
                 message.settings)
         elif isinstance(message, Result):
-            case = by_id[message.case]
-            row = record.outcome_row(case, message.status, message.reason, message.figures,
-                                     message.values, message.ref_values,
-                                     message.loops or None, limits)
-            self.record(row, record.value_rows(case.case_id, message.values,
-                                               message.ref_values, message.loops))
+            if message.status == Status.OK:
+                self.pending.setdefault(message.case, []).append(message)
+            else:
+                self.record_failure(by_id[message.case], message.status, message.reason,
+                                    count_only=False)
         elif isinstance(message, Counts):
             self.store.update(message.case, message.figures)
 

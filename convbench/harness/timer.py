@@ -4,8 +4,8 @@ A *value* is the mean time of one call over ``loops`` back-to-back calls, with `
 calibrated so that a value lasts at least ``min_time`` (the clock's resolution and the
 loop's own cost then vanish).  Variants of one layer are timed in *rounds*: each round
 times the in-run reference kernel and then every variant once, starting at a different
-variant each round, so slow drifts of the machine (BRIEF.md: 40% swings lasting seconds)
-hit every variant alike and cancel in the ratio to the reference.
+variant each round in a seeded random order, so slow drifts of the machine (BRIEF.md: 40%
+swings lasting seconds) hit every variant alike and cancel in the ratio to the reference.
 
 Imports numba: only the worker imports this module, after setting the vector width.
 """
@@ -111,9 +111,14 @@ class Entry:
 
 
 def run_rounds(entries: list[Entry], reference: Entry, rounds: int,
-               on_enter: Callable[[str | None], None] = lambda key: None) -> None:
+               on_enter: Callable[[str | None], None] = lambda key: None,
+               order: np.random.Generator | None = None) -> None:
     """Append one value per round to every entry and to ``reference``.
 
+    Each round times the reference first, then the entries in an order drawn from
+    ``order`` (a seeded generator; None: rotate by one per round).  Rotation alone kept
+    every variant right behind the same predecessor, so one library's leftover spinning
+    threads hit one particular variant in almost every round (issue 15).
     ``on_enter(key)`` is told which entry is about to run (None for the reference), so the
     parent can charge a hang to the right variant.
     """
@@ -121,8 +126,10 @@ def run_rounds(entries: list[Entry], reference: Entry, rounds: int,
     for r in range(rounds):
         on_enter(None)
         reference.values.append(reference.value())
-        for i in range(n):
-            entry = entries[(r + i) % n]
+        sequence = order.permutation(n) if order is not None else [(r + i) % n
+                                                                   for i in range(n)]
+        for i in sequence:
+            entry = entries[i]
             on_enter(entry.key)
             entry.values.append(entry.value())
 

@@ -41,6 +41,8 @@ from convbench.harness.protocol import (
 from convbench.host import FEATURES_ENV, cpu_features
 from convbench.status import Status
 
+PROCESS_ENV = "CONVBENCH_PROCESS"
+
 
 def apply_vector_width(width: str) -> None:
     features = cpu_features(width)
@@ -166,8 +168,10 @@ def run_job(job: Job, channel: Channel) -> None:
             for _ in range(timing["warmups"]):
                 entry.value()
             entries.append(entry)
+        channel.send(Settings(settings={"round_order_seed": [job.seed, job.process]}))
         timer.run_rounds(entries, ref_entry, timing["values"],
-                         on_enter=lambda key: channel.enter(key, "time"))
+                         on_enter=lambda key: channel.enter(key, "time"),
+                         order=np.random.default_rng([job.seed, job.process]))
         resolution = timer.timer_resolution()
         for (_case_id, _ex, figures), entry in zip(alive, entries, strict=True):
             steady = float(np.median(entry.values))
@@ -258,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     # an interrupt is never mistaken for a failing case.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     job = Job.from_json(Path(args.job).read_text())
+    # which of its group's worker processes this is, for a kernel or library to read
+    os.environ[PROCESS_ENV] = str(job.process)
     apply_vector_width(job.vector_width)  # before anything imports numba
     if job.cpus:
         affinity.pin(job.cpus)  # before numba's and OpenBLAS's threads start

@@ -1,8 +1,8 @@
 """pyperf.json: the measured cases as a pyperf BenchmarkSuite.
 
 One benchmark per ok case, named readably (``layer/algorithm/layout/params/t1/vauto``), with
-one run holding the case's values in seconds per call (all values come from one worker
-process, which is what a pyperf run is).  ``python -m pyperf stats|show|compare_to`` read it.
+one run per worker process holding its values in seconds per call (a pyperf run is one
+process's values).  ``python -m pyperf stats|show|compare_to`` read it.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ def benchmark_name(row: Mapping[str, Any]) -> str:
     return CaseKey.from_row(dict(row)).pyperf_name
 
 
-def build_suite(rows: Iterable[Mapping[str, Any]], values: Mapping[str, list[float]],
+def build_suite(rows: Iterable[Mapping[str, Any]], values: Mapping[str, Mapping[int, list[float]]],
                 cpu_model: str) -> Any:
     """A ``pyperf.BenchmarkSuite`` of the ok rows (None when there is none yet)."""
     import pyperf
 
     benchmarks = []
     for row in rows:
-        case_values = values.get(row["case_id"], [])
+        case_values = values.get(row["case_id"], {})
         if row["status"] != "ok" or not case_values:
             continue
         metadata = {"name": benchmark_name(row), "unit": "second", "loops": int(row["loops"]),
@@ -38,13 +38,13 @@ def build_suite(rows: Iterable[Mapping[str, Any]], values: Mapping[str, list[flo
             metadata["cpu_affinity"] = row["cpus"]   # pyperf's key, the same cpulist form
         if cpu_model:
             metadata["cpu_model_name"] = cpu_model
-        run = pyperf.Run(list(case_values), warmups=None, metadata=metadata,
-                         collect_metadata=False)
-        benchmarks.append(pyperf.Benchmark([run]))
+        runs = [pyperf.Run(list(case_values[p]), warmups=None, metadata=metadata,
+                           collect_metadata=False) for p in sorted(case_values)]
+        benchmarks.append(pyperf.Benchmark(runs))
     return pyperf.BenchmarkSuite(benchmarks) if benchmarks else None
 
 
-def write(path: Path, rows: Iterable[Mapping[str, Any]], values: Mapping[str, list[float]],
+def write(path: Path, rows: Iterable[Mapping[str, Any]], values: Mapping[str, Mapping[int, list[float]]],
           cpu_model: str) -> bool:
     """Write ``path`` (caller makes it atomic); False when there is nothing to write."""
     suite = build_suite(rows, values, cpu_model)

@@ -15,6 +15,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from convbench import stats
 from convbench.kernels.base import PERFORMED_FLOPS
 from convbench.machine.store import peak_for, roofline_for
@@ -115,7 +117,28 @@ def outcome_row(case: Case, status: Status, reason: str = "",
 
 
 def value_rows(case_id: str, values: Sequence[float], ref_values: Sequence[float],
-               loops: int) -> list[dict[str, Any]]:
-    """The long-form raw values of one case (schema.VALUE_COLUMNS)."""
-    return [{"case_id": case_id, "round": i, "value": v, "ref_value": r, "loops": loops}
+               loops: int, process: int = 0) -> list[dict[str, Any]]:
+    """The long-form raw values of one case from one worker process (schema.VALUE_COLUMNS)."""
+    return [{"case_id": case_id, "process": process, "round": i, "value": v,
+             "ref_value": r, "loops": loops}
             for i, (v, r) in enumerate(zip(values, ref_values, strict=True))]
+
+
+def pooled_row(case: Case, results: Sequence[Any], limits: Mapping[str, Any] | None
+               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The row and value rows of an ok case timed in several worker processes (each a
+    :class:`convbench.harness.protocol.Result`): values pooled, the one-time figures
+    (compile, prepare, error, counters) of the first process, and ``process_spread``, how
+    far the processes' reference-normalised medians lie apart."""
+    values = [v for r in results for v in r.values]
+    ref_values = [v for r in results for v in r.ref_values]
+    medians = [float(np.median(np.divide(r.values, r.ref_values))) for r in results
+               if r.values and r.ref_values]
+    figures = {**results[0].figures, "processes": len(results),
+               "process_spread": (max(medians) - min(medians)) / float(np.median(medians))
+               if len(medians) > 1 else float("nan")}
+    loops = min(r.loops for r in results) or None
+    row = outcome_row(case, Status.OK, "", figures, values, ref_values, loops, limits)
+    rows = [v for p, r in enumerate(results)
+            for v in value_rows(case.case_id, r.values, r.ref_values, r.loops, p)]
+    return row, rows

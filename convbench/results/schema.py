@@ -30,7 +30,8 @@ from convbench.status import STATUSES as STATUSES  # re-exported: the status col
 # 2: adds the kernel_version and cache columns (cache is part of the case key);
 #    statuses are convbench.status.Status words.
 # 3: adds the cpus column (the CPUs each case's worker was pinned to).
-# 4: adds performed_flops, roofline_gbs and share_flag; the roofline bound comes from the
+# 4: adds performed_flops, roofline_gbs, share_flag, processes, process_spread and the
+#    values' process; the roofline bound comes from the
 #    machine's bandwidth curve at the layer's footprint (roofline_level names the plateau).
 # Older directories are read through convbench.results.upgrade.
 FORMAT_VERSION = 4
@@ -86,7 +87,11 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "packed_weight_bytes": ("int64", "weights in the kernel's own format"),
     "info": ("string", "kernel-specific figures as JSON (multiplies saved, ...)"),
     # timing statistics, seconds per call
-    "loops": ("int64", "calls per timed value (calibrated; 1 in cold cache modes)"),
+    "loops": ("int64", "calls per timed value (calibrated per process, the smallest of the "
+              "processes; 1 in cold cache modes)"),
+    "processes": ("int64", "worker processes the values come from (timing.processes)"),
+    "process_spread": ("float64", "(max - min) / median of the processes' medians of "
+                       "value / reference value: a bias of one process shows here"),
     "timer_resolution_s": ("float64", "the clock's measured resolution divided by loops: "
                                       "what one value cannot resolve below (cold modes time "
                                       "single calls)"),
@@ -134,7 +139,8 @@ IDENTITY = KEY_COLUMNS
 
 VALUE_COLUMNS: dict[str, tuple[str, str]] = {
     "case_id": ("string", "the case"),
-    "round": ("int64", "round-robin round the value was taken in"),
+    "process": ("int64", "which of the case's worker processes took the value (0, 1, ...)"),
+    "round": ("int64", "round-robin round the value was taken in, within its process"),
     "value": ("float64", "seconds per call"),
     "ref_value": ("float64", "reference kernel's seconds per call in the same round"),
     "loops": ("int64", "calls in this value"),

@@ -164,9 +164,10 @@ class ResultsStore:
         write_json(self.path / schema.ENVIRONMENT_JSON, self.environment)
         _atomic(self.path / schema.VALUES_PARQUET,
                 lambda tmp: values_frame(self.values).to_parquet(tmp, index=False))
-        by_case: dict[str, list[float]] = {}
-        for v in self.values:
-            by_case.setdefault(v["case_id"], []).append(float(v["value"]))
+        by_case: dict[str, dict[int, list[float]]] = {}
+        for v in self.values:   # per case, per worker process: one pyperf run each
+            by_case.setdefault(v["case_id"], {}).setdefault(int(v.get("process", 0)),
+                                                            []).append(float(v["value"]))
         _atomic(self.path / schema.PYPERF_JSON,
                 lambda tmp: pyperf_export.write(tmp, self.rows, by_case,
                                                 self.environment.get("cpu_model", "")))

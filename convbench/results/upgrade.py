@@ -67,7 +67,8 @@ def _v3_to_v4(old: Contents) -> Contents:
     """4 added ``performed_flops`` (older formats divided the nominal FLOPs by the peak),
     ``roofline_gbs`` (older formats read the bandwidth off a sysfs level, not recorded) and
     ``share_flag``: a stored share above 1 is flagged and dropped as format 4 does
-    (record.checked_shares), so an old baseline never shows an impossible share."""
+    (record.checked_shares), so an old baseline never shows an impossible share; and the
+    worker processes: ``processes`` and ``process_spread``, ``process`` of each value."""
     import pandas as pd
 
     from convbench.results.record import checked_shares, share_tolerance
@@ -89,7 +90,16 @@ def _v3_to_v4(old: Contents) -> Contents:
                 table.loc[i, k] = v
     _insert_after(table, "roofline_share", "share_flag",
                   pd.Series(flags, index=table.index, dtype="string"))
-    return Contents({**old.manifest, "format_version": 4}, table, old.values)
+    # older runs timed each group in one worker process
+    ok = table["status"] == "ok"
+    _insert_after(table, "loops", "processes",
+                  pd.Series(ok.map({True: 1, False: pd.NA}), dtype="Int64"))
+    _insert_after(table, "processes", "process_spread",
+                  pd.Series(float("nan"), index=table.index, dtype="float64"))
+    values = old.values.copy()
+    _insert_after(values, "case_id", "process",
+                  pd.Series(0, index=values.index, dtype="int64"))
+    return Contents({**old.manifest, "format_version": 4}, table, values)
 
 
 STEPS: dict[int, Callable[[Contents], Contents]] = {1: _v1_to_v2, 2: _v2_to_v3,

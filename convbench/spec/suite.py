@@ -24,7 +24,7 @@ Format::
       threads: [1, 2]
       vector_widths: [auto]
       params: {im2col: {gemm: [blas]}}
-      timing: {min_time: 0.02, values: 5, warmups: 1, timeout: 120}
+      timing: {min_time: 0.02, values: 5, warmups: 1, timeout: 120, processes: 3}
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ SUITE_KEYS = {"name", "description", "network", "reference", "layers", "sweep"}
 LAYER_KEYS = {"name", "shape", "count", *SHAPE_FIELDS}
 SWEEP_KEYS = {"algorithms", "layouts", "threads", "vector_widths", "cache", "params",
               "timing", "tolerance"}
-TIMING_KEYS = ("min_time", "values", "warmups", "timeout")
+TIMING_KEYS = ("min_time", "values", "warmups", "timeout", "processes")
 VECTOR_WIDTHS = ("auto", "256", "512")
 # Cache state a layer is timed in: warm (its buffers stay in cache between calls), cold
 # weights (the kernel's packed weights evicted before each call), cold (everything evicted).
@@ -60,9 +60,13 @@ class TimingOptions:
     """How each variant is timed (see the harness timer)."""
 
     min_time: float = 0.02    # seconds one value must last at least (inner loop calibrated)
-    values: int = 5           # timed values per variant
+    values: int = 5           # timed values per variant in each worker process
     warmups: int = 1          # untimed values after the JIT-paying first call
     timeout: float = 120.0    # seconds a variant may take in total before it is killed
+    # Worker processes per group, values pooled (pyperf's runs): one process can carry a
+    # bias of its own (direct/nchw differed 5-10% between processes with identical buffers
+    # on the Intel host), which no number of values inside it averages away.
+    processes: int = 3
 
 
 @dataclass(frozen=True)
@@ -365,6 +369,11 @@ def _parse_timing(raw: Any, where: _Where) -> TimingOptions:
             raise where.error(f"expected an integer >= 3, got {raw['values']!r}",
                               fld="sweep.timing.values")
         out["values"] = raw["values"]
+    if "processes" in raw:
+        if not _positive_int(raw["processes"]):
+            raise where.error(f"expected an integer >= 1, got {raw['processes']!r}",
+                              fld="sweep.timing.processes")
+        out["processes"] = raw["processes"]
     if "warmups" in raw:
         v = raw["warmups"]
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:

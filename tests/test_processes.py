@@ -1,0 +1,97 @@
+"""Several worker processes per group: values pooled per case, processes recorded, and the
+gate treating the process as the unit (issue 15, item 1), on real runs of the gate suite."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from convbench.compare import decision
+from convbench.compare.match import load_pair, match
+from tests import gate_kernels
+
+GATE_SUITE = Path(__file__).parent / "data" / "gate_suite.yaml"
+GATED = "conv3x3|t_gated/nchw|t1|vauto"
+
+
+def _run(out: Path, env: dict[str, str], *args: str) -> Path:
+    done = subprocess.run([sys.executable, "-m", "convbench", "run", str(GATE_SUITE), "-q",
+                           "--output", str(out), *args], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out
+
+
+@pytest.fixture
+def gated_env(monkeypatch) -> dict[str, str]:
+    import os
+
+    monkeypatch.setenv("CONVBENCH_EXTRA_KERNELS", "tests.gate_kernels")
+    return dict(os.environ)
+
+
+def test_values_are_pooled_from_every_process(tmp_path: Path, gated_env) -> None:
+    run = _run(tmp_path / "a", gated_env, "--only", "algorithm=t_gated")
+    table = pd.read_parquet(run / "results.parquet")
+    values = pd.read_parquet(run / "values.parquet")
+    row = table.set_index("case_id").loc[GATED]
+    assert row["processes"] == 3                           # the default
+    assert row["n_values"] == 3 * 12                       # gate suite: 12 values each
+    assert sorted(values["process"].unique()) == [0, 1, 2]
+    assert values.groupby("process").size().tolist() == [12, 12, 12]
+    assert np.isfinite(row["process_spread"])
+    bench = json.loads((run / "pyperf.json").read_text())["benchmarks"][0]
+    assert len(bench["runs"]) == 3                         # one pyperf run per process
+
+
+def test_process_count_from_the_suite(tmp_path: Path, gated_env) -> None:
+    suite = tmp_path / "one.yaml"
+    suite.write_text(GATE_SUITE.read_text().replace("timeout: 60}",
+                                                    "timeout: 60, processes: 1}"))
+    done = subprocess.run([sys.executable, "-m", "convbench", "run", str(suite), "-q",
+                           "--only", "algorithm=t_gated", "-o", str(tmp_path / "r")],
+                          capture_output=True, text=True, env=gated_env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = pd.read_parquet(tmp_path / "r" / "results.parquet").iloc[0]
+    assert row["processes"] == 1 and np.isnan(row["process_spread"])
+
+
+def test_a_per_process_bias_is_no_false_alarm(tmp_path: Path, gated_env, cli) -> None:
+    """One process of three does 30% more work in the baseline, two of three in the
+    current run: pooled, the medians differ by far more than the 5% threshold and a test
+    on the pooled values says "slower"; with the process as the unit the gate sees no
+    change."""
+    runs = []
+    for name, bias in (("a", "0,0.3,0"), ("b", "0.3,0,0.3")):
+        env = {**gated_env, gate_kernels.PROCESS_BIAS_ENV: bias}
+        runs.append(_run(tmp_path / name, env, "--only", "algorithm=t_gated"))
+    code, out, _ = cli("compare", *runs, "--format", "json")
+    data = json.loads(out)
+    assert code == 0, out
+    gated = next(v for v in data["variants"] if v["case_id"] == GATED)
+    assert "processes as units (3 and 3)" in gated["time"]["note"]
+    # the same values with the processes ignored: the bias passes for a regression
+    pairs = match(*load_pair(*runs)).pairs
+    base, cur = next(p for p in pairs if p[0].case_id == GATED)
+    pooled = decision.decide_time(base.normalised, cur.normalised, alpha=0.05)
+    assert pooled.ratio > 1.1 and pooled.verdict == decision.SLOWER, pooled
+
+
+def test_a_ten_percent_slower_kernel_still_fails(tmp_path: Path, gated_env, cli) -> None:
+    runs = []
+    for name, extra in (("a", "0"), ("b", "0.12")):   # ~10% more time (the GEMM part)
+        env = {**gated_env, gate_kernels.EXTRA_WORK_ENV: extra}
+        runs.append(_run(tmp_path / name, env))
+    code, out, _ = cli("compare", *runs, "--format", "json")
+    data = json.loads(out)
+    assert code == 1, out
+    assert data["regressions"] == [GATED]
+    slow = next(v for v in data["variants"] if v["case_id"] == GATED)
+    assert "processes as units" in slow["time"]["note"]
+    assert slow["time"]["ratio"] > 1.05
