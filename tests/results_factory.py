@@ -55,7 +55,8 @@ def write_results(directory: Path, cases: list[dict], *, n_values: int = 10, see
                        **stats.ratio_summary(vals, refs))
             row.update(record.derived(flops, row["compulsory_bytes"], row["median_s"],
                                       threads, width, machine))
-            row.update(processes=1, process_spread=float("nan"))
+            row.update(processes=1, process_spread=float("nan"),
+                       compile_width=width if width != "auto" else "llvm-default")
             values += [{"case_id": case_id, "process": 0, "round": i, "value": v,
                         "ref_value": r, "loops": 10}
                        for i, (v, r) in enumerate(zip(vals, refs, strict=True))]

@@ -234,3 +234,52 @@ def test_report_and_summary_show_the_flag_instead_of_the_share(tmp_path):
     text = build_report([run], tmp_path / "md", "md").read_text()
     assert "## Shares flagged as measurement errors" in text
     assert "| im2col/nchw | 1 | auto | 400" in text.split("## Shares flagged")[1].split("\n## ")[0]
+
+
+# --- auto: the host's fastest measured width ---------------------------------------------
+@pytest.mark.parametrize(("peaks", "emitted", "runnable", "expected"), [
+    ({"256": 107.0, "512": 187.0}, {"256": 256, "512": 512}, ("256", "512"), "512"),  # Intel
+    ({"256": 117.0, "512": 115.0}, {"256": 256, "512": 512}, ("256", "512"), "512"),  # tie
+    ({"256": 117.0, "512": 100.0}, {"256": 256, "512": 512}, ("256", "512"), "256"),
+    ({"256": 107.0, "512": 187.0}, {"256": 256, "512": 256}, ("256", "512"), "256"),  # no zmm
+    ({"256": 31.0, "512": 90.0}, {}, ("256",), "256"),                  # CPU without AVX-512
+    ({}, {}, ("256", "512"), None),                                     # never measured
+])
+def test_fastest_width(peaks, emitted, runnable, expected):
+    limits = {"peak_gflops": {"1": peaks}, "asm_width": emitted}
+    assert store.fastest_width(limits, runnable) == expected
+
+
+def test_auto_records_the_width_its_code_uses(first_use_run):
+    """The first-use run's auto cases compiled for the measured fastest width, and the
+    bits they record are those of the widest packed FMA in the kernel's own code compiled
+    under that width's flags (its static profile)."""
+    import os
+    import subprocess
+    import sys
+
+    from convbench import host
+
+    path, stored = first_use_run
+    width = store.fastest_width(stored)
+    assert width in host.vector_widths()
+    table = results_store.load(path).table
+    row = table.set_index("variant").loc["direct/nhwc"]
+    assert row["vector_width"] == "auto" and row["compile_width"] == width
+    probe = ("import json\n"
+             "from convbench.harness.inputs import make_inputs\n"
+             "from convbench.harness.verify import prepare\n"
+             "from convbench.kernels import direct\n"
+             "from convbench.kernels.asm import dispatcher_asm, fp_profile\n"
+             "from convbench.kernels.base import Variant\n"
+             "from convbench.spec.descriptor import parse_descriptor\n"
+             f"p = parse_descriptor({row['descriptor']!r})\n"
+             "x, w = make_inputs(p)\n"
+             "ex = prepare(p, Variant.of('direct', 'nhwc'), x, w)\n"
+             "ex.prepared.run(ex.x, ex.y)\n"
+             "print(json.dumps(fp_profile(dispatcher_asm(direct._direct_nhwc)).widest))\n")
+    static = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            env={**os.environ, host.FEATURES_ENV: host.cpu_features(width)},
+                            timeout=600)
+    assert static.returncode == 0, static.stderr[-2000:]
+    assert row["vector_width_bits"] == json.loads(static.stdout.strip().splitlines()[-1])

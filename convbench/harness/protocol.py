@@ -55,6 +55,7 @@ class Job:
     cpus: tuple[int, ...] = ()            # pin to these CPUs (harness.affinity); (): no pin
     restart_if_compiled: bool = True      # compiled code is not what later runs measure
     process: int = 0                      # which of the group's worker processes this is
+    compile_width: str = ""               # the width compiled for; "": LLVM's default
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

@@ -124,9 +124,11 @@ class Runner:
         hang or a compile); the cases it finished."""
         by_id = {c.case_id: c for c in group}
         todo = list(remaining)
-        prefix = counters.worker_prefix(self.options.counters) if count_only else []
         restarts = 0
         while todo:
+            # a directory of its own per simulated worker: one that lists a sibling's files
+            # before its region allocates more and counts other D1 misses (2 of 733 seen)
+            prefix = counters.worker_prefix(self.options.counters) if count_only else []
             # The restarted worker gets the very same job: under simulation any difference
             # in what a worker reads before its region (a longer job file, say) moves the
             # allocator's state and the counts with it (harness/compiled.py).  Only a
@@ -134,7 +136,9 @@ class Runner:
             job = job_for(todo, self.plan.timing, self.options.counters,
                           self.options.seed, count_only, self.options.cold_bytes,
                           affinity.cpus_for(self.pool, todo[0].threads),
-                          restart_if_compiled=restarts < MAX_RESTARTS, process=process)
+                          restart_if_compiled=restarts < MAX_RESTARTS, process=process,
+                          compile_width=compile_width(todo[0].vector_width, limits,
+                                                      count_only))
             worker = WorkerProcess(job, self.plan.timing.timeout, prefix)
             end = worker.run(lambda m: self.on_message(m, by_id))
             todo = [c for c in todo if c.case_id not in end.finished]
@@ -199,6 +203,20 @@ class Runner:
             self.run_group(group, count_only=True)
             self.store.manifest["counted"].extend(c.case_id for c in group)
             self.store.flush()
+
+
+def compile_width(width: str, limits: dict[str, Any] | None, count_only: bool) -> str:
+    """The width a case's code is compiled for: an explicit width as asked; ``auto`` the
+    host's measured fastest (machine limits), or LLVM's default ("") without limits.
+    A simulated counting pass keeps ``auto`` at LLVM's default: valgrind executes no
+    AVX-512, and numba, seeing valgrind's CPU, picks what it can run."""
+    if width != "auto":
+        return width
+    if count_only:
+        return ""
+    from convbench.machine.store import fastest_width
+
+    return fastest_width(limits) or ""
 
 
 @dataclass

@@ -176,7 +176,7 @@ class WorkerProcess:
 def job_for(cases: Sequence[Case], timing: TimingOptions, counters: str, seed: int,
             count_only: bool = False, cold_bytes: int | None = None,
             cpus: tuple[int, ...] = (), restart_if_compiled: bool = True,
-            process: int = 0) -> Job:
+            process: int = 0, compile_width: str = "") -> Job:
     """The job of one group's cases."""
     case = cases[0]
     return Job(threads=case.threads, vector_width=case.vector_width,
@@ -185,4 +185,5 @@ def job_for(cases: Sequence[Case], timing: TimingOptions, counters: str, seed: i
                                     c.variant.param_dict) for c in cases),
                timing=asdict(timing), counters=counters, count_only=count_only, seed=seed,
                cache=case.cache, cold_bytes=cold_bytes, cpus=cpus,
-               restart_if_compiled=restart_if_compiled, process=process)
+               restart_if_compiled=restart_if_compiled, process=process,
+               compile_width=compile_width)

@@ -108,7 +108,8 @@ def run_job(job: Job, channel: Channel) -> None:
     blas_limit = threadpoolctl.threadpool_limits(threads)  # noqa: F841 - held for the job
     channel.send(Hello(settings={
         "threads": threads, "numba_threads": numba.get_num_threads(), "cpus": cpus,
-        "vector_width": job.vector_width, FEATURES_ENV: os.environ.get(FEATURES_ENV, ""),
+        "vector_width": job.vector_width, "compile_width": job.compile_width,
+        FEATURES_ENV: os.environ.get(FEATURES_ENV, ""),
         "spin": {k: os.environ.get(k, "")
                  for k in ("OPENBLAS_THREAD_TIMEOUT", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")},
         "blas": [{k: str(v) for k, v in lib.items()}
@@ -128,7 +129,8 @@ def run_job(job: Job, channel: Channel) -> None:
             channel.enter(spec.case_id, "verify")
             verdict, execution = verify(problem, variant, reference, x, w)
             figures: dict[str, Any] = {**_error_fields(verdict.report),
-                                       "prepare_s": verdict.prepare_seconds, "cpus": cpus}
+                                       "prepare_s": verdict.prepare_seconds, "cpus": cpus,
+                                       "compile_width": job.compile_width}
             if verdict.status != Status.OK or execution is None:
                 channel.send(Result(spec.case_id, verdict.status, verdict.reason, figures))
                 continue
@@ -264,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     job = Job.from_json(Path(args.job).read_text())
     # which of its group's worker processes this is, for a kernel or library to read
     os.environ[PROCESS_ENV] = str(job.process)
-    apply_vector_width(job.vector_width)  # before anything imports numba
+    apply_vector_width(job.compile_width or "auto")  # before anything imports numba
     if job.cpus:
         affinity.pin(job.cpus)  # before numba's and OpenBLAS's threads start
     with os.fdopen(args.fd, "w") as stream:

@@ -114,11 +114,43 @@ def _nested(table: dict[str, Any] | None, *keys: str) -> float:
 
 def peak_for(limits: dict[str, Any] | None, threads: int, width: str = "auto") -> float:
     """Peak GFLOP/s for a thread count and vector width; NaN when not measured.
-    "auto" (numba's default choice) takes the best width measured."""
+    "auto" (unresolved: LLVM's default) takes the best width measured."""
     by_width = (limits or {}).get("peak_gflops", {}).get(str(threads), {})
     if width in ("auto", "", None):
         return max((float(v) for v in by_width.values()), default=float("nan"))
     return _nested(by_width, str(width))
+
+
+# Widths whose 1-thread peaks lie this close count as equal: the wider one is taken (Zen 4
+# ran the FMA peak at the same speed at 256 and 512 bits, BRIEF.md; kernels then gain from
+# half the instructions).
+WIDTH_TIE = 0.03
+
+
+def fastest_width(limits: dict[str, Any] | None,
+                  runnable: tuple[str, ...] | None = None) -> str | None:
+    """The explicit vector width ("256", "512") whose measured 1-thread FP32 peak is the
+    highest on this host, the wider on a tie (:data:`WIDTH_TIE`); a width LLVM did not
+    emit at its bits, or one this CPU cannot run (``runnable``, default
+    :func:`convbench.host.vector_widths`), is left out.  None without limits: ``auto`` then keeps LLVM's
+    default, which on the Intel host meant 256-bit code (it tunes that CPU as rocketlake)
+    and 1.27x slower kernels than 512-bit code (issue 15)."""
+    peaks = (limits or {}).get("peak_gflops", {}).get("1", {})
+    emitted = (limits or {}).get("asm_width", {})
+    runnable = host.vector_widths() if runnable is None else runnable
+    usable = {w: float(g) for w, g in peaks.items()
+              if g is not None and w in runnable and emitted.get(w) in (None, int(w))}
+    if not usable:
+        return None
+    best = max(usable.values())
+    return max((w for w, g in usable.items() if g >= best * (1 - WIDTH_TIE)), key=int)
+
+
+def emitted_bits(limits: dict[str, Any] | None, width: str) -> int | None:
+    """Bits of the widest FMA LLVM emitted under ``width``'s flags on this host (the peak
+    kernel's static profile); None when unknown (LLVM's default, or never measured)."""
+    bits = (limits or {}).get("asm_width", {}).get(width)
+    return int(bits) if bits else None
 
 
 def curve_at(points: list[list[float]], nbytes: float) -> float:

@@ -19,7 +19,7 @@ import numpy as np
 
 from convbench import stats
 from convbench.kernels.base import PERFORMED_FLOPS
-from convbench.machine.store import peak_for, roofline_for
+from convbench.machine.store import emitted_bits, peak_for, roofline_for
 from convbench.status import Status
 
 if TYPE_CHECKING:
@@ -107,10 +107,14 @@ def outcome_row(case: Case, status: Status, reason: str = "",
            "reason": reason, "n_values": len(values)}
     if loops is not None:
         row["loops"] = loops
+    width = row.get("compile_width") or case.vector_width
+    if case.vector_width == "auto" and "compile_width" in row:
+        row["compile_width"] = row["compile_width"] or "llvm-default"
+    row["vector_width_bits"] = emitted_bits(limits, width)
     if status == Status.OK:
         row.update(**stats.summarize(values), **stats.ratio_summary(values, ref_values))
         row.update(derived(row["flops"], row["compulsory_bytes"], row["median_s"],
-                           case.threads, case.vector_width, limits,
+                           case.threads, width, limits,
                            performed_flops(row["flops"], row.get("info")),
                            row.get("timer_resolution_s", float("nan"))))
     return row

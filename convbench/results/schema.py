@@ -30,8 +30,8 @@ from convbench.status import STATUSES as STATUSES  # re-exported: the status col
 # 2: adds the kernel_version and cache columns (cache is part of the case key);
 #    statuses are convbench.status.Status words.
 # 3: adds the cpus column (the CPUs each case's worker was pinned to).
-# 4: adds performed_flops, roofline_gbs, share_flag, processes, process_spread and the
-#    values' process; the roofline bound comes from the
+# 4: adds performed_flops, roofline_gbs, share_flag, processes, process_spread, the
+#    values' process, compile_width and vector_width_bits; the roofline bound comes from the
 #    machine's bandwidth curve at the layer's footprint (roofline_level names the plateau).
 # Older directories are read through convbench.results.upgrade.
 FORMAT_VERSION = 4
@@ -58,6 +58,11 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "params": ("string", "kernel parameters as sorted JSON object"),
     "threads": ("int64", "threads given to numba and BLAS"),
     "vector_width": ("string", "auto | 256 | 512 (NUMBA_CPU_FEATURES in the worker)"),
+    "compile_width": ("string", "the width the code was compiled for: vector_width, or for "
+                      "auto the host's fastest measured width (machine limits), or "
+                      "llvm-default when no limits were known; shares divide by its peak"),
+    "vector_width_bits": ("int64", "bits of the widest FMA LLVM emitted under that width's "
+                          "flags on this host (the machine peak kernel's static profile)"),
     "cache": ("string", "warm | cold-weights | cold: the cache state each timed call starts "
                         "from (cold modes evict before every call and time single calls)"),
     "baseline": ("bool", "a library baseline (BLAS / oneDNN), not an own kernel"),

@@ -68,7 +68,8 @@ def _v3_to_v4(old: Contents) -> Contents:
     ``roofline_gbs`` (older formats read the bandwidth off a sysfs level, not recorded) and
     ``share_flag``: a stored share above 1 is flagged and dropped as format 4 does
     (record.checked_shares), so an old baseline never shows an impossible share; and the
-    worker processes: ``processes`` and ``process_spread``, ``process`` of each value."""
+    worker processes: ``processes`` and ``process_spread``, ``process`` of each value; the
+    width ``auto`` resolved to: ``compile_width`` and ``vector_width_bits``."""
     import pandas as pd
 
     from convbench.results.record import checked_shares, share_tolerance
@@ -90,6 +91,12 @@ def _v3_to_v4(old: Contents) -> Contents:
                 table.loc[i, k] = v
     _insert_after(table, "roofline_share", "share_flag",
                   pd.Series(flags, index=table.index, dtype="string"))
+    # older runs compiled auto at LLVM's default, an explicit width at its own flags
+    width = table["vector_width"].astype("string")
+    _insert_after(table, "vector_width", "compile_width",
+                  width.where(width != "auto", "llvm-default"))
+    _insert_after(table, "compile_width", "vector_width_bits",
+                  pd.Series(pd.NA, index=table.index, dtype="Int64"))
     # older runs timed each group in one worker process
     ok = table["status"] == "ok"
     _insert_after(table, "loops", "processes",

@@ -207,7 +207,9 @@ class SimSession:
             self._seen = set(self._dumps())
 
     def _dumps(self) -> list[str]:
-        return glob.glob(os.path.join(self.dir, f"callgrind.out.{os.getpid()}.*"))
+        # the directory is this worker's own (runner.run_process): no pid in the pattern,
+        # whose length would vary with the pid's digits and move the heap before a region
+        return glob.glob(os.path.join(self.dir, "callgrind.out.*.*"))
 
     @contextlib.contextmanager
     def region(self, prepare: Callable[[], None] | None = None) -> Iterator[None]:
