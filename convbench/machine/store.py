@@ -132,9 +132,9 @@ def fastest_width(limits: dict[str, Any] | None,
     """The explicit vector width ("256", "512") whose measured 1-thread FP32 peak is the
     highest on this host, the wider on a tie (:data:`WIDTH_TIE`); a width LLVM did not
     emit at its bits, or one this CPU cannot run (``runnable``, default
-    :func:`convbench.host.vector_widths`), is left out.  None without limits: ``auto`` then keeps LLVM's
-    default, which on the Intel host meant 256-bit code (it tunes that CPU as rocketlake)
-    and 1.27x slower kernels than 512-bit code (issue 15)."""
+    :func:`convbench.host.vector_widths`), is left out.  None without limits: ``auto``
+    then keeps LLVM's default, which on the Intel host meant 256-bit code (it tunes that
+    CPU as rocketlake) and 1.27x slower kernels than 512-bit code (issue 15)."""
     peaks = (limits or {}).get("peak_gflops", {}).get("1", {})
     emitted = (limits or {}).get("asm_width", {})
     runnable = host.vector_widths() if runnable is None else runnable
