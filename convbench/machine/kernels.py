@@ -10,15 +10,21 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-# FMA chains: each (thread, chain, lane) is one dependent chain x <- x*a + b with its own a
-# and b, so nothing is loop-invariant across chains and LLVM cannot fold them.  CHAINS
-# independent vectors per lane block plus out-of-order overlap of the LANES loop keep both
-# FMA pipes busy (latency 4 x 2 pipes needs 8 vectors in flight); STEPS unrolled FMAs per
-# load/store keep memory traffic out of the way.  Only FMA contraction is allowed: with
-# reassociation LLVM may merge two steps x*a*a + (a*b + b) and report impossible figures.
-CHAINS = 4
+# FMA chains: each (thread, chain, lane) is one dependent chain x <- x*a + b.  A core
+# needs latency x pipes independent vector chains in flight to keep its FMA units busy:
+# Zen 1 4-5 (latency 5, one ymm FMA a cycle), Zen 2/3 10, Intel with two 512-bit pipes 8,
+# Zen 4 at 512 bits 4-8.  With 4 chains (the first version) the peak came out at 81% of
+# what OpenBLAS's sgemm reached on the znver1 host (31.7 vs 37.1 GFLOP/s on 1 thread): the
+# out-of-order window could not overlap the next lanes' 128 FMAs.  CHAINS chains share one
+# multiplier and one addend per lane, so the chains, the multiplier and the addend fit 16
+# vector registers (AVX2) without spilling.  LLVM vectorises the lanes loop only while its
+# body stays small: 8 or 12 chains of 32 steps (256-384 FMAs) came out scalar (5-10 GFLOP/s
+# instead of 39.5), 12 x 10 (120 FMAs) and 8 x 16 vectorised; the peak test checks it.  Only FMA contraction is
+# allowed: with reassociation LLVM may merge two steps x*a*a + (a*b + b) and report
+# impossible figures (BRIEF.md); without it no two chains or steps can be folded.
+CHAINS = 12
 LANES = 64
-STEPS = 32
+STEPS = 10
 
 
 @njit(fastmath={"contract"}, parallel=True, cache=True)
@@ -27,21 +33,45 @@ def fma_chains(n: int, a: np.ndarray, b: np.ndarray, x: np.ndarray) -> None:
     for t in prange(x.shape[0]):
         for _ in range(n):
             for j in range(LANES):
+                aj = a[j]
+                bj = b[j]
                 v0 = x[t, 0, j]
                 v1 = x[t, 1, j]
                 v2 = x[t, 2, j]
                 v3 = x[t, 3, j]
-                a0, a1, a2, a3 = a[0, j], a[1, j], a[2, j], a[3, j]
-                b0, b1, b2, b3 = b[0, j], b[1, j], b[2, j], b[3, j]
+                v4 = x[t, 4, j]
+                v5 = x[t, 5, j]
+                v6 = x[t, 6, j]
+                v7 = x[t, 7, j]
+                v8 = x[t, 8, j]
+                v9 = x[t, 9, j]
+                v10 = x[t, 10, j]
+                v11 = x[t, 11, j]
                 for _k in range(STEPS):
-                    v0 = v0 * a0 + b0
-                    v1 = v1 * a1 + b1
-                    v2 = v2 * a2 + b2
-                    v3 = v3 * a3 + b3
+                    v0 = v0 * aj + bj
+                    v1 = v1 * aj + bj
+                    v2 = v2 * aj + bj
+                    v3 = v3 * aj + bj
+                    v4 = v4 * aj + bj
+                    v5 = v5 * aj + bj
+                    v6 = v6 * aj + bj
+                    v7 = v7 * aj + bj
+                    v8 = v8 * aj + bj
+                    v9 = v9 * aj + bj
+                    v10 = v10 * aj + bj
+                    v11 = v11 * aj + bj
                 x[t, 0, j] = v0
                 x[t, 1, j] = v1
                 x[t, 2, j] = v2
                 x[t, 3, j] = v3
+                x[t, 4, j] = v4
+                x[t, 5, j] = v5
+                x[t, 6, j] = v6
+                x[t, 7, j] = v7
+                x[t, 8, j] = v8
+                x[t, 9, j] = v9
+                x[t, 10, j] = v10
+                x[t, 11, j] = v11
 
 
 def fma_flops(n: int, threads: int) -> int:
@@ -50,12 +80,14 @@ def fma_flops(n: int, threads: int) -> int:
 
 
 def fma_operands(threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct multipliers just below 1 and small addends: values converge, never overflow
-    or go denormal."""
-    k = np.arange(1, CHAINS * LANES + 1, dtype=np.float32).reshape(CHAINS, LANES)
+    """Multipliers just below 1 and small addends per lane, and distinct starting values
+    per chain: values converge, never overflow or go denormal."""
+    k = np.arange(1, LANES + 1, dtype=np.float32)
     a = (1.0 - 1e-6 * k).astype(np.float32)
     b = (1e-3 * k).astype(np.float32)
-    return a, b, np.ones((threads, CHAINS, LANES), np.float32)
+    x = np.empty((threads, CHAINS, LANES), np.float32)
+    x[:] = (1.0 + 1e-2 * np.arange(CHAINS, dtype=np.float32))[:, None]
+    return a, b, x
 
 
 # Clock: integer add then xor, each one cycle of latency on every current core, each
