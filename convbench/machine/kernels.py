@@ -19,7 +19,7 @@ from numba import njit, prange
 # multiplier and one addend per lane, so the chains, the multiplier and the addend fit 16
 # vector registers (AVX2) without spilling.  LLVM vectorises the lanes loop only while its
 # body stays small: 8 or 12 chains of 32 steps (256-384 FMAs) came out scalar (5-10 GFLOP/s
-# instead of 39.5), 12 x 10 (120 FMAs) and 8 x 16 vectorised; the peak test checks it.  Only FMA contraction is
+# instead of 39.5), 12 x 10 (120 FMAs) and 8 x 16 vectorised.  Only FMA contraction is
 # allowed: with reassociation LLVM may merge two steps x*a*a + (a*b + b) and report
 # impossible figures (BRIEF.md); without it no two chains or steps can be folded.
 CHAINS = 12
