@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -127,8 +129,11 @@ class Runner:
         restarts = 0
         while todo:
             # a directory of its own per simulated worker: one that lists a sibling's files
-            # before its region allocates more and counts other D1 misses (2 of 733 seen)
-            prefix = counters.worker_prefix(self.options.counters) if count_only else []
+            # before its region allocates more and counts other D1 misses (2 of 733 seen);
+            # the worker reads its own dumps, so the directory goes when the worker ends
+            out_dir = tempfile.mkdtemp(prefix="convbench-sim-") if count_only else None
+            prefix = (counters.worker_prefix(self.options.counters, out_dir=out_dir)
+                      if count_only else [])
             # The restarted worker gets the very same job: under simulation any difference
             # in what a worker reads before its region (a longer job file, say) moves the
             # allocator's state and the counts with it (harness/compiled.py).  Only a
@@ -140,7 +145,11 @@ class Runner:
                           compile_width=compile_width(todo[0].vector_width, limits,
                                                       count_only))
             worker = WorkerProcess(job, self.plan.timing.timeout, prefix)
-            end = worker.run(lambda m: self.on_message(m, by_id))
+            try:
+                end = worker.run(lambda m: self.on_message(m, by_id))
+            finally:
+                if out_dir is not None:
+                    shutil.rmtree(out_dir, ignore_errors=True)
             todo = [c for c in todo if c.case_id not in end.finished]
             if end.compiled and restarts < MAX_RESTARTS:
                 # the worker compiled and measured nothing: a fresh one loads the cached
