@@ -2,13 +2,15 @@
 
 Each one is a real variant to the harness: ``good`` is correct (the float64 reference
 rounded to float32), ``segfault`` dereferences NULL, ``hang`` never returns, ``wrong``
-answers zeros, ``raises`` raises, and ``slowjit`` is correct but its first call sleeps
-0.3 s, standing in for a JIT compile that must never land in the timed values.
+answers zeros, ``raises`` raises, ``slowjit`` is correct but its first call sleeps 0.3 s,
+standing in for a JIT compile that must never land in the timed values, and ``lingers`` is
+correct but leaves a non-daemon thread running, so its worker never exits by itself.
 """
 
 from __future__ import annotations
 
 import ctypes
+import threading
 import time
 from collections.abc import Mapping
 
@@ -27,6 +29,8 @@ class _Kernel(Prepared):
     def __init__(self, problem: ConvProblem, w: np.ndarray, behaviour: str):
         self.problem, self.w, self.behaviour = problem, w, behaviour
         self.calls = 0
+        if behaviour == "lingers":   # a pool a library forgot to shut down
+            threading.Thread(target=_forever, daemon=False).start()
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         self.calls += 1
@@ -45,6 +49,11 @@ class _Kernel(Prepared):
         y[...] = conv2d_reference(self.problem, x, self.w)
 
 
+def _forever() -> None:
+    while True:
+        time.sleep(1)
+
+
 def _algorithm(behaviour: str) -> Algorithm:
     def build(problem: ConvProblem, w: np.ndarray, layout: str,
               params: Mapping[str, ParamValue]) -> Prepared:
@@ -55,4 +64,4 @@ def _algorithm(behaviour: str) -> Algorithm:
 
 
 ALGORITHMS = [_algorithm(b) for b in ("good", "segfault", "hang", "wrong", "raises",
-                                      "slowjit")]
+                                      "slowjit", "lingers")]

@@ -26,13 +26,16 @@ def fault_table(tmp_path_factory):
     finally:
         mp.undo()
         registry.algorithms.cache_clear()
-    return store.load(out).table.set_index("algorithm")
+    table = store.load(out).table.set_index("algorithm")
+    table.attrs["path"] = out
+    return table
 
 
 def test_each_fault_is_recorded_with_a_reason(fault_table):
     status = fault_table["status"].to_dict()
     assert status == {"t_good": "ok", "t_segfault": "crash", "t_hang": "timeout",
-                      "t_wrong": "fail", "t_raises": "error", "t_slowjit": "ok"}
+                      "t_wrong": "fail", "t_raises": "error", "t_slowjit": "ok",
+                      "t_lingers": "ok"}
     reason = fault_table["reason"]
     assert "SIGSEGV" in reason["t_segfault"]
     assert "time limit" in reason["t_hang"]
@@ -50,3 +53,14 @@ def test_first_call_is_compile_time_not_a_value(fault_table):
     slow = fault_table.loc["t_slowjit"]
     assert slow["compile_s"] >= fault_kernels.FIRST_CALL_SLEEP_S - 0.05
     assert slow["max_s"] < fault_kernels.FIRST_CALL_SLEEP_S / 3
+
+
+def test_a_worker_that_never_exits_is_killed_after_closing(fault_table):
+    """t_lingers leaves a non-daemon thread behind, so its worker closes its channel and
+    never exits: the run does not wait forever, and its results stand (issue 16, item 1)."""
+    import json
+
+    env = json.loads((fault_table.attrs["path"] / "environment.json").read_text())
+    assert env["workers_killed_after_closing"]
+    row = fault_table.loc["t_lingers"]
+    assert row["status"] == "ok" and row["n_values"] == 2 * 3   # two processes, 3 values

@@ -151,6 +151,9 @@ class Runner:
                 if out_dir is not None:
                     shutil.rmtree(out_dir, ignore_errors=True)
             todo = [c for c in todo if c.case_id not in end.finished]
+            if end.lingered:   # killed after it closed its channel (supervise.EXIT_GRACE_S)
+                self.store.environment.setdefault("workers_killed_after_closing", []).append(
+                    "/".join(map(str, group[0].group)) + f"/process{process}")
             if end.compiled and restarts < MAX_RESTARTS:
                 # the worker compiled and measured nothing: a fresh one loads the cached
                 # code that every later run will measure (harness/compiled.py)

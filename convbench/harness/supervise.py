@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 
 STARTUP_LIMIT_S = 120.0   # imports, the reference kernel: time charged to no case
 SIM_SLOWDOWN = 100        # a simulated counting pass may take this much longer
+# After a worker closed its channel it has nothing left to say; a clean exit takes well
+# under a second (numba's and BLAS's pools wind down).  One that is still there after this
+# is held by a thread a kernel or library left running, and would be waited for forever.
+EXIT_GRACE_S = 5.0
 
 # Idle worker threads of one library spin and steal the cores from the next variant of a
 # round (or from the BLAS reference).  Defaults spin long: OpenBLAS 2^28 cycles (~70 ms),
@@ -59,6 +63,7 @@ class WorkerEnd:
     status: Status | None = None   # CRASH, TIMEOUT or ERROR, for the culprit or the rest
     reason: str = ""
     compiled: list[str] = field(default_factory=list)  # asked to be restarted after these
+    lingered: bool = False         # closed its channel, did not exit, was killed
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,7 @@ class WorkerProcess:
     def __init__(self, job: Job, timeout: float, prefix: Sequence[str] = ()):
         self.job = job
         self.timeout = timeout * (SIM_SLOWDOWN if job.count_only else 1)
+        self.exit_grace = EXIT_GRACE_S * (SIM_SLOWDOWN if job.count_only else 1)
         self.tmp = Path(tempfile.mkdtemp(prefix="convbench-worker-"))
         (self.tmp / "job.json").write_text(job.to_json())
         self.log = self.tmp / "worker.log"
@@ -158,7 +164,19 @@ class WorkerProcess:
                 elif isinstance(message, Restart):
                     end.compiled = list(message.compiled)
                 on_message(message)
-            code = self.proc.wait()
+            try:
+                code = self.proc.wait(timeout=self.exit_grace)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                end.lingered = True
+                if end.compiled or len(end.finished) == len(self.job.cases):
+                    return end   # everything was said: the results stand
+                end.status = Status.ERROR
+                end.reason = (f"worker closed its channel but did not exit within "
+                              f"{self.exit_grace:g} s ({phase}): a thread left running?")
+                end.culprit = current if current not in end.finished else None
+                return end
             if code == 0 and (end.compiled or len(end.finished) == len(self.job.cases)):
                 return end
             if code < 0:
