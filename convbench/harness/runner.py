@@ -175,13 +175,13 @@ class Runner:
         return [c for c in remaining if c not in todo]
 
     def record_failure(self, case: Case, status: Status, reason: str,
-                       count_only: bool) -> None:
+                       count_only: bool, figures: dict[str, Any] | None = None) -> None:
         """A case that failed in any process fails: what earlier processes measured goes."""
         if count_only:
             self.store.update(case.case_id, {"counters_reason": f"{status}: {reason}"})
         else:
             self.pending.pop(case.case_id, None)
-            self.record(record.outcome_row(case, status, reason))
+            self.record(record.outcome_row(case, status, reason, figures))
 
     def on_message(self, message: Message, by_id: dict[str, Case]) -> None:
         if isinstance(message, Enter):
@@ -202,7 +202,7 @@ class Runner:
                 self.pending.setdefault(message.case, []).append(message)
             else:
                 self.record_failure(by_id[message.case], message.status, message.reason,
-                                    count_only=False)
+                                    count_only=False, figures=message.figures)
         elif isinstance(message, Counts):
             self.store.update(message.case, message.figures)
 
