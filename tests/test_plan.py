@@ -108,6 +108,11 @@ def test_estimate_grows_with_values():
     few = plan.estimate_seconds()
     more = build_plan(suite, timing=plan.timing.__class__(min_time=0.1, values=20))
     assert 0 < few < more.estimate_seconds()
+    import dataclasses
+
+    assert plan.timing.processes == 1   # the tiny suite's; three processes take longer
+    three = build_plan(suite, timing=dataclasses.replace(plan.timing, processes=3))
+    assert three.estimate_seconds() > 1.5 * few   # worker starts and values, not compiles
     assert format_duration(3725) == "1h02m05s"
     assert format_duration(65) == "1m05s"
 

@@ -122,8 +122,9 @@ class Plan:
     def estimate_seconds(self, cases: Iterable[Case] | None = None,
                          cold_bytes: int | None = None,
                          eviction_gbs: float = EVICTION_GBS) -> float:
-        """Rough wall time: per case, calibration + warmups + values at ``min_time`` plus a
-        compile allowance; per group, a worker start and the reference kernel's share.
+        """Rough wall time: per case and worker process, calibration + warmups + values at
+        ``min_time``, plus a compile allowance per case; per group and process, a worker
+        start and the reference kernel's share.
         A cold case's values are single calls, each after an eviction of the cache pile
         (``coldcache.pile_bytes``) streamed at ``eviction_gbs``.
 
@@ -134,15 +135,18 @@ class Plan:
         total = 0.0
         for group in self.groups(c for c in (cases or self.cases) if c.skip_reason is None):
             values = CALIBRATION_VALUES + t.warmups + t.values
-            total += WORKER_START_S + values * per_value  # the reference kernel
+            # every one of the group's worker processes starts, calibrates and times
+            total += t.processes * (WORKER_START_S + values * per_value)  # the reference
             if group[0].cache == WARM:
-                total += len(group) * (COMPILE_ALLOWANCE_S + values * per_value)
+                total += len(group) * (COMPILE_ALLOWANCE_S
+                                       + t.processes * values * per_value)
                 continue
             from convbench.harness.coldcache import pile_bytes
 
             eviction = pile_bytes(group[0].threads, cold_bytes) / (eviction_gbs * 1e9)
-            total += EVICTOR_START_EVICTIONS * eviction   # allocate, touch, measure
-            total += len(group) * (COMPILE_ALLOWANCE_S + (t.warmups + t.values) * eviction)
+            total += t.processes * EVICTOR_START_EVICTIONS * eviction  # allocate, touch
+            total += len(group) * (COMPILE_ALLOWANCE_S
+                                   + t.processes * (t.warmups + t.values) * eviction)
         return total
 
 
