@@ -19,12 +19,14 @@ from numba import njit, prange
 # multiplier and one addend per lane, so the chains, the multiplier and the addend fit 16
 # vector registers (AVX2) without spilling.  LLVM vectorises the lanes loop only while its
 # body stays small: 8 or 12 chains of 32 steps (256-384 FMAs) came out scalar (5-10 GFLOP/s
-# instead of 39.5), 12 x 10 (120 FMAs) and 8 x 16 vectorised.  Only FMA contraction is
+# instead of 39.5), 12 x 10 and 8 x 16 vectorised (39.3-40.3 on 1 thread).  8 x 16 keeps
+# the 128 FMAs per body of the first version, which vectorised on the Intel and Zen 4
+# hosts too, and 8 chains are what two 512-bit pipes of latency 4 need.  Only FMA contraction is
 # allowed: with reassociation LLVM may merge two steps x*a*a + (a*b + b) and report
 # impossible figures (BRIEF.md); without it no two chains or steps can be folded.
-CHAINS = 12
+CHAINS = 8
 LANES = 64
-STEPS = 10
+STEPS = 16
 
 
 @njit(fastmath={"contract"}, parallel=True, cache=True)
@@ -43,10 +45,6 @@ def fma_chains(n: int, a: np.ndarray, b: np.ndarray, x: np.ndarray) -> None:
                 v5 = x[t, 5, j]
                 v6 = x[t, 6, j]
                 v7 = x[t, 7, j]
-                v8 = x[t, 8, j]
-                v9 = x[t, 9, j]
-                v10 = x[t, 10, j]
-                v11 = x[t, 11, j]
                 for _k in range(STEPS):
                     v0 = v0 * aj + bj
                     v1 = v1 * aj + bj
@@ -56,10 +54,6 @@ def fma_chains(n: int, a: np.ndarray, b: np.ndarray, x: np.ndarray) -> None:
                     v5 = v5 * aj + bj
                     v6 = v6 * aj + bj
                     v7 = v7 * aj + bj
-                    v8 = v8 * aj + bj
-                    v9 = v9 * aj + bj
-                    v10 = v10 * aj + bj
-                    v11 = v11 * aj + bj
                 x[t, 0, j] = v0
                 x[t, 1, j] = v1
                 x[t, 2, j] = v2
@@ -68,10 +62,6 @@ def fma_chains(n: int, a: np.ndarray, b: np.ndarray, x: np.ndarray) -> None:
                 x[t, 5, j] = v5
                 x[t, 6, j] = v6
                 x[t, 7, j] = v7
-                x[t, 8, j] = v8
-                x[t, 9, j] = v9
-                x[t, 10, j] = v10
-                x[t, 11, j] = v11
 
 
 def fma_flops(n: int, threads: int) -> int:
