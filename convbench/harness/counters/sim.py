@@ -12,13 +12,14 @@ Determinism: counts repeat exactly only with ASLR off and a fixed hash seed, so 
 runs ``setarch -R`` and sets ``PYTHONHASHSEED=0``.  The cache geometry is the host's from
 sysfs unless given (``i1``/``d1``/``ll`` as "size,assoc,line" in bytes).
 
-Not yet repeatable (issue 15, item 5): a ``parallel=True`` numba kernel compiled inside the
-simulated worker runs other machine code than the same kernel loaded from numba's cache
-(likely the parfor gufunc of its own library vs its copy in the linked, cached module; the
-compiled hot code sat in a mapping of its own, the cached one beside the rest): direct/nhwc
-on mb1ic8ih10oc8oh10kh3ph1 counted 369937.5 Ir per call compiled vs 299789.5 loaded, all of
-the difference in the JIT code.  Valgrind's CPU differs from the host's, so the first sim run
-of a kernel always compiles; counts repeat from the second run on.
+Repeatable run to run on one host: a ``parallel=True`` numba kernel compiled inside a
+worker runs other machine code than the same kernel loaded from numba's cache (370k vs 300k
+Ir per call on one kernel), so a worker that compiled measures nothing and is replaced
+(:mod:`convbench.harness.compiled`); the allocator's state before the region moves counts
+by tens of instructions and a few D1 misses, so a restarted worker gets the very same job
+and every simulated worker a callgrind directory of its own (the runner's).  Counts still
+move by ~0.1-0.3% with what differs between environments before the region (a longer cache
+path, say): identical on one host and setup, close but not identical across them.
 
 Columns per call: ``sim_ir``, ``sim_dr``, ``sim_dw``, ``sim_d1mr``, ``sim_d1mw``,
 ``sim_dlmr``, ``sim_dlmw``; ``l1d_miss_rate`` = D1 misses / (Dr + Dw); ``llc_miss_rate`` =
