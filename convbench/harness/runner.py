@@ -108,7 +108,7 @@ class Runner:
         values are pooled into one row per case once the last process has finished."""
         limits = sysinfo.machine(self.store.environment)
         processes = 1 if count_only else self.plan.timing.processes
-        self.pending: dict[str, list[Result]] = {}
+        self.pending = {}
         remaining = list(group)
         for process in range(processes):
             remaining = self.run_process(group, remaining, count_only, process, limits)
@@ -125,6 +125,7 @@ class Runner:
         """One worker process over ``remaining`` (fresh workers take over after a crash, a
         hang or a compile); the cases it finished."""
         by_id = {c.case_id: c for c in group}
+        where = "/".join(map(str, group[0].group))   # the group, as environment.json names it
         todo = list(remaining)
         restarts = 0
         while todo:
@@ -153,12 +154,12 @@ class Runner:
             todo = [c for c in todo if c.case_id not in end.finished]
             if end.lingered:   # killed after it closed its channel (supervise.EXIT_GRACE_S)
                 self.store.environment.setdefault("workers_killed_after_closing", []).append(
-                    "/".join(map(str, group[0].group)) + f"/process{process}")
+                    f"{where}/process{process}")
             if end.compiled and restarts < MAX_RESTARTS:
                 # the worker compiled and measured nothing: a fresh one loads the cached
                 # code that every later run will measure (harness/compiled.py)
                 restarts += 1
-                key = "/".join(map(str, group[0].group)) + ("/count" if count_only else "")
+                key = where + ("/count" if count_only else "")
                 self.store.environment.setdefault("restarted_after_compile", {}).setdefault(
                     key, []).append(end.compiled)
                 continue
