@@ -64,9 +64,11 @@ def test_process_count_from_the_suite(tmp_path: Path, gated_env) -> None:
 
 def test_a_per_process_bias_is_no_false_alarm(tmp_path: Path, gated_env, cli) -> None:
     """One process of three does 30% more work in the baseline, two of three in the
-    current run: pooled, the medians differ by far more than the 5% threshold and a test
-    on the pooled values says "slower"; with the process as the unit the gate sees no
-    change."""
+    current run: pooled, the medians differ by far more than the 5% threshold (the median
+    falls in the fast mode of one run and the slow mode of the other); with the process as
+    the unit the gate sees no change. Whether a rank test on the pooled values also calls
+    it "slower" depends on the machine's noise (p = 0.17 in one CI run), so only the
+    median shift, which the bias fixes, is asserted."""
     runs = []
     for name, bias in (("a", "0,0.3,0"), ("b", "0.3,0,0.3")):
         env = {**gated_env, gate_kernels.PROCESS_BIAS_ENV: bias}
@@ -76,11 +78,12 @@ def test_a_per_process_bias_is_no_false_alarm(tmp_path: Path, gated_env, cli) ->
     assert code == 0, out
     gated = next(v for v in data["variants"] if v["case_id"] == GATED)
     assert "processes as units (3 and 3)" in gated["time"]["note"]
-    # the same values with the processes ignored: the bias passes for a regression
+    # the same values with the processes ignored: the medians moved past the threshold
     pairs = match(*load_pair(*runs)).pairs
     base, cur = next(p for p in pairs if p[0].case_id == GATED)
     pooled = decision.decide_time(base.normalised, cur.normalised, alpha=0.05)
-    assert pooled.ratio > 1.1 and pooled.verdict == decision.SLOWER, pooled
+    assert pooled.ratio > 1.1, pooled
+    assert gated["time"]["verdict"] != decision.SLOWER
 
 
 def test_a_ten_percent_slower_kernel_still_fails(tmp_path: Path, gated_env, cli) -> None:
