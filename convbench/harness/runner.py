@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from convbench.harness.protocol import (
     Result,
     Settings,
 )
+from convbench.harness.scratch import Scratch
 from convbench.harness.supervise import WorkerProcess, job_for
 from convbench.identity import WARM
 from convbench.results import record, schema
@@ -94,6 +94,7 @@ class Runner:
         runnable = [c for c in todo if c.skip_reason is None]
         self.bar = tqdm(total=len(runnable), file=self.stream, disable=self.quiet,
                         unit="case", dynamic_ncols=True)
+        self.scratch = Scratch()
         try:
             for group in self.plan.groups(runnable):
                 self.run_group(group)
@@ -101,6 +102,7 @@ class Runner:
                 self.count_pass()
         finally:
             self.bar.close()
+            self.scratch.remove()
 
     def run_group(self, group: list[Case], count_only: bool = False) -> None:
         """Run a group in ``timing.processes`` worker processes one after another (one for
@@ -119,6 +121,7 @@ class Runner:
             results = self.pending.pop(case.case_id, None)
             if results:
                 self.record(*record.pooled_row(case, results, limits))
+        self.store.save_environment()   # the group's worker settings, restarts
 
     def run_process(self, group: list[Case], remaining: list[Case], count_only: bool,
                     process: int, limits: dict[str, Any] | None) -> list[Case]:
@@ -132,7 +135,7 @@ class Runner:
             # a directory of its own per simulated worker: one that lists a sibling's files
             # before its region allocates more and counts other D1 misses (2 of 733 seen);
             # the worker reads its own dumps, so the directory goes when the worker ends
-            out_dir = tempfile.mkdtemp(prefix="convbench-sim-") if count_only else None
+            out_dir = str(self.scratch.new("convbench-sim-")) if count_only else None
             prefix = (counters.worker_prefix(self.options.counters, out_dir=out_dir)
                       if count_only else [])
             # The restarted worker gets the very same job: under simulation any difference
@@ -145,7 +148,7 @@ class Runner:
                           restart_if_compiled=restarts < MAX_RESTARTS, process=process,
                           compile_width=compile_width(todo[0].vector_width, limits,
                                                       count_only))
-            worker = WorkerProcess(job, self.plan.timing.timeout, prefix)
+            worker = WorkerProcess(job, self.plan.timing.timeout, prefix, self.scratch.path)
             try:
                 end = worker.run(lambda m: self.on_message(m, by_id))
             finally:
@@ -214,8 +217,7 @@ class Runner:
         cases = [c for c in self.plan.cases if c.case_id in ok and c.case_id not in counted]
         for group in self.plan.groups(cases):
             self.run_group(group, count_only=True)
-            self.store.manifest["counted"].extend(c.case_id for c in group)
-            self.store.flush()
+            self.store.mark_counted([c.case_id for c in group])
 
 
 def compile_width(width: str, limits: dict[str, Any] | None, count_only: bool) -> str:
@@ -246,17 +248,19 @@ def _execute(plan: Plan, store: ResultsStore, options: RunOptions, quiet: bool) 
 
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
-        Runner(plan, store, options, quiet).run()
-    except KeyboardInterrupt:
+        try:
+            Runner(plan, store, options, quiet).run()
+        except KeyboardInterrupt:
+            store.environment = sysinfo.finish(store.environment)
+            store.set_status(STATUS_INTERRUPTED)
+            return Outcome(store.path, plan, store.rows, interrupted=True)
         store.environment = sysinfo.finish(store.environment)
-        store.set_status(STATUS_INTERRUPTED)
-        return Outcome(store.path, plan, store.rows, interrupted=True)
+        store.manifest["finished"] = now_utc()
+        store.set_status(STATUS_COMPLETE)
+        return Outcome(store.path, plan, store.rows)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    store.environment = sysinfo.finish(store.environment)
-    store.manifest["finished"] = now_utc()
-    store.set_status(STATUS_COMPLETE)
-    return Outcome(store.path, plan, store.rows)
+        store.close()
 
 
 def run_suite(suite_path: str | Path, output: Path | None = None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,11 +89,12 @@ def _tail(path: Path, lines: int = 3) -> str:
 class WorkerProcess:
     """One worker process running ``job`` (the cases of one group)."""
 
-    def __init__(self, job: Job, timeout: float, prefix: Sequence[str] = ()):
+    def __init__(self, job: Job, timeout: float, prefix: Sequence[str] = (),
+                 scratch: Path | None = None):
         self.job = job
         self.timeout = timeout * (SIM_SLOWDOWN if job.count_only else 1)
         self.exit_grace = EXIT_GRACE_S * (SIM_SLOWDOWN if job.count_only else 1)
-        self.tmp = Path(tempfile.mkdtemp(prefix="convbench-worker-"))
+        self.tmp = Path(tempfile.mkdtemp(prefix="convbench-worker-", dir=scratch))
         (self.tmp / "job.json").write_text(job.to_json())
         self.log = self.tmp / "worker.log"
         read_fd, write_fd = os.pipe()
@@ -139,9 +141,7 @@ class WorkerProcess:
             self.proc.kill()
         self.proc.wait()
         os.close(self.read_fd)
-        for f in self.tmp.iterdir():
-            f.unlink()
-        self.tmp.rmdir()
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def run(self, on_message: Callable[[Message], None]) -> WorkerEnd:
         """Hand every message to ``on_message`` until the worker ends; say how it ended."""

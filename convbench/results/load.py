@@ -9,6 +9,8 @@ from typing import Any
 
 from convbench.errors import ConvbenchError
 from convbench.results import schema
+from convbench.results.journal import JOURNAL
+from convbench.results.store import STATUS_RUNNING, replay
 from convbench.results.upgrade import Contents, upgrade
 
 
@@ -54,14 +56,21 @@ def load_results(path: str | Path, allow_partial: bool = False) -> Results:
     path = Path(path)
     if not path.is_dir():
         raise ResultsError(f"{path}: no such results directory")
-    missing = [f for f in schema.REQUIRED_FILES if not (path / f).is_file()]
+    manifest = _read_json(path / schema.MANIFEST) if (path / schema.MANIFEST).is_file() else {}
+    journaled = manifest.get("status") == STATUS_RUNNING and (path / JOURNAL).is_file()
+    required = (schema.MANIFEST, schema.ENVIRONMENT_JSON, JOURNAL) if journaled \
+        else schema.REQUIRED_FILES
+    missing = [f for f in required if not (path / f).is_file()]
     if missing:
         raise ResultsError(f"{path}: not a complete results directory, missing "
                            f"{', '.join(missing)}")
-    manifest = _read_json(path / schema.MANIFEST)
+    if journaled:
+        table, values = replay(path)   # running or killed: the journal is the truth
+    else:
+        table = pd.read_parquet(path / schema.RESULTS_PARQUET)
+        values = pd.read_parquet(path / schema.VALUES_PARQUET)
     try:
-        contents = upgrade(Contents(manifest, pd.read_parquet(path / schema.RESULTS_PARQUET),
-                                    pd.read_parquet(path / schema.VALUES_PARQUET)), str(path))
+        contents = upgrade(Contents(manifest, table, values), str(path))
     except ConvbenchError as exc:
         raise ResultsError(str(exc)) from None
     manifest, table = contents.manifest, contents.table

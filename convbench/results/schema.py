@@ -15,6 +15,12 @@ directory holds::
                        warning the run printed ("busy_warning", null when none), each
                        worker's settings ("workers": threads, pinned "cpus", ...)
     suite.yaml         a copy of the suite that was run
+    journal.jsonl      every finished case as committed, one JSON line each: the truth
+                       while the manifest says "running" (results.store, results.journal)
+    .lock              held by the process writing the directory (results.lock)
+
+The Parquet, CSV and pyperf files are written when a run stops (complete or interrupted);
+the manifest, written after them, vouches for them.
 
 Times are seconds per kernel call.  Missing figures are NaN, with a ``*_reason`` column
 saying why where one exists (counters).  Counter columns added by the counters backend are
@@ -34,7 +40,9 @@ from convbench.status import STATUSES as STATUSES  # re-exported: the status col
 #    values' process, compile_width and vector_width_bits; the roofline bound comes from the
 #    machine's bandwidth curve at the layer's footprint (roofline_level names the plateau).
 # Older directories are read through convbench.results.upgrade.
-FORMAT_VERSION = 4
+# 5: adds journal.jsonl (cases committed by appending) and .lock; a killed run's cases are
+#    in the journal only, the consolidated files are written when a run stops.
+FORMAT_VERSION = 5
 
 MANIFEST = "manifest.json"
 RESULTS_PARQUET = "results.parquet"

@@ -109,8 +109,13 @@ def _v3_to_v4(old: Contents) -> Contents:
     return Contents({**old.manifest, "format_version": 4}, table, values)
 
 
+def _v4_to_v5(old: Contents) -> Contents:
+    """5 added the journal: the tables of a stopped run are as format 4 wrote them."""
+    return Contents({**old.manifest, "format_version": 5}, old.table, old.values)
+
+
 STEPS: dict[int, Callable[[Contents], Contents]] = {1: _v1_to_v2, 2: _v2_to_v3,
-                                                    3: _v3_to_v4}
+                                                    3: _v3_to_v4, 4: _v4_to_v5}
 
 
 def upgrade(contents: Contents, where: str) -> Contents:
