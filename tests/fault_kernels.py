@@ -4,7 +4,9 @@ Each one is a real variant to the harness: ``good`` is correct (the float64 refe
 rounded to float32), ``segfault`` dereferences NULL, ``hang`` never returns, ``wrong``
 answers zeros, ``raises`` raises, ``slowjit`` is correct but its first call sleeps 0.3 s,
 standing in for a JIT compile that must never land in the timed values, and ``lingers`` is
-correct but leaves a non-daemon thread running, so its worker never exits by itself.
+correct but leaves a non-daemon thread running, so its worker never exits by itself, and
+``hog`` allocates (and touches) memory without bound while it prepares, up to
+:data:`HOG_CAP_BYTES`: a worker memory limit below that stops it with ``MemoryError``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from convbench.kernels.reference import conv2d_reference
 from convbench.spec.problem import ConvProblem
 
 FIRST_CALL_SLEEP_S = 0.3
+HOG_CAP_BYTES = 6 << 30   # so that a missing limit fails the test, not the machine
+HOG_CHUNK_BYTES = 64 << 20
 
 
 class _Kernel(Prepared):
@@ -31,6 +35,9 @@ class _Kernel(Prepared):
         self.calls = 0
         if behaviour == "lingers":   # a pool a library forgot to shut down
             threading.Thread(target=_forever, daemon=False).start()
+        if behaviour == "hog":
+            self.hoard = [np.ones(HOG_CHUNK_BYTES // 8)
+                          for _ in range(HOG_CAP_BYTES // HOG_CHUNK_BYTES)]
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         self.calls += 1
@@ -64,4 +71,4 @@ def _algorithm(behaviour: str) -> Algorithm:
 
 
 ALGORITHMS = [_algorithm(b) for b in ("good", "segfault", "hang", "wrong", "raises",
-                                      "slowjit", "lingers")]
+                                      "slowjit", "lingers", "hog")]

@@ -56,6 +56,7 @@ class Job:
     restart_if_compiled: bool = True      # compiled code is not what later runs measure
     process: int = 0                      # which of the group's worker processes this is
     compile_width: str = ""               # the width compiled for; "": LLVM's default
+    memory_limit: int | None = None       # RLIMIT_DATA bytes (harness.memory); None: none
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

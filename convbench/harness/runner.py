@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from convbench.errors import ConvbenchError
-from convbench.harness import affinity, counters, sysinfo, system
+from convbench.harness import affinity, counters, memory, sysinfo, system
 from convbench.harness.options import RunOptions, check_counters_available, make_plan
 from convbench.harness.plan import Case, Plan
 from convbench.harness.protocol import (
@@ -71,6 +71,8 @@ class Runner:
         self.recorded = 0
         self.bar: Any = None
         self.pool = affinity.resolve_pool(options.cpus)
+        self.memory_limit = memory.worker_limit()
+        store.environment["worker_memory_limit_bytes"] = self.memory_limit
         self.pending: dict[str, list[Result]] = {}   # ok results of a group's processes
         kill_after = os.environ.get(KILL_AFTER_ENV, "")
         self.kill_after = int(kill_after) if kill_after.isdigit() else None
@@ -147,7 +149,8 @@ class Runner:
                           affinity.cpus_for(self.pool, todo[0].threads),
                           restart_if_compiled=restarts < MAX_RESTARTS, process=process,
                           compile_width=compile_width(todo[0].vector_width, limits,
-                                                      count_only))
+                                                      count_only),
+                          memory_limit=self.memory_limit)
             worker = WorkerProcess(job, self.plan.timing.timeout, prefix, self.scratch.path)
             try:
                 end = worker.run(lambda m: self.on_message(m, by_id))

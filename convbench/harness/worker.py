@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from convbench.harness import affinity
+from convbench.harness import affinity, memory
 from convbench.harness.protocol import (
     NUMBA_COMPILED,
     Counts,
@@ -264,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     # an interrupt is never mistaken for a failing case.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     job = Job.from_json(Path(args.job).read_text())
+    if not job.count_only:   # valgrind keeps its own accounts; the limit is for kernels
+        memory.apply(job.memory_limit)
     # which of its group's worker processes this is, for a kernel or library to read
     os.environ[PROCESS_ENV] = str(job.process)
     apply_vector_width(job.compile_width or "auto")  # before anything imports numba

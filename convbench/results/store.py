@@ -223,10 +223,7 @@ class ResultsStore:
         try:
             self.journal.append(entry)
         except OSError as exc:
-            raise ConvbenchError(
-                f"{self.journal.path}: cannot commit to the journal: {exc.strerror or exc}; "
-                f"it keeps every case committed before: free the space and `convbench run "
-                f"--resume {self.path}`") from None
+            raise self._resumable(self.journal.path, exc) from None
 
     def add(self, row: dict[str, Any], values: list[dict[str, Any]] | None = None) -> None:
         """Commit a finished case: one journal line."""
@@ -246,12 +243,17 @@ class ResultsStore:
         self.manifest.setdefault("counted", []).extend(case_ids)
         self._append({"counted": case_ids})
 
+    def _resumable(self, where: Path, exc: OSError) -> ConvbenchError:
+        return ConvbenchError(f"{where}: cannot write: {exc.strerror or exc}; the journal "
+                              f"keeps every finished case: free the space and `convbench "
+                              f"run --resume {self.path}`")
+
     def save_environment(self) -> None:
         """environment.json now (worker settings and restarts accumulate during a run)."""
         try:
             write_json(self.path / schema.ENVIRONMENT_JSON, self.environment)
         except OSError as exc:
-            raise _storage_error(self.path / schema.ENVIRONMENT_JSON, exc, "write") from None
+            raise self._resumable(self.path / schema.ENVIRONMENT_JSON, exc) from None
 
     def set_status(self, status: str) -> None:
         """Record ``status``; stopping (complete, interrupted) consolidates the files first."""
@@ -267,17 +269,14 @@ class ResultsStore:
         try:
             write_json(self.path / schema.MANIFEST, self.manifest)
         except OSError as exc:
-            raise _storage_error(self.path / schema.MANIFEST, exc, "write") from None
+            raise self._resumable(self.path / schema.MANIFEST, exc) from None
 
     def consolidate(self) -> None:
         """Write the consolidated files from memory, then the manifest that vouches for them."""
         try:
             write_consolidated(self.path, self.rows, self.values, self.environment)
         except OSError as exc:
-            raise ConvbenchError(f"{self.path}: cannot write the results files: "
-                                 f"{exc.strerror or exc}; the journal keeps every finished "
-                                 f"case: free the space and `convbench run --resume "
-                                 f"{self.path}`") from None
+            raise self._resumable(self.path, exc) from None
         self._write_manifest()
 
     def close(self) -> None:
