@@ -316,7 +316,16 @@ def resolve_suite_path(path: str | Path) -> Path:
     """``path`` itself where it exists or has a suffix; else the shipped suite of that name
     (``resnet50`` -> the shipped ``resnet50.yaml``)."""
     p = Path(path)
-    if p.exists() or p.suffix:
+    if exists(p) or p.suffix:
         return p
     shipped = shipped_suites_dir() / f"{p.name}.yaml"
-    return shipped if shipped.exists() else p
+    return shipped if exists(shipped) else p
+
+
+def exists(path: Path) -> bool:
+    """``path.exists()``, False where the name cannot be a file at all (too long: a
+    descriptor of 400 digits given where a suite or a descriptor may stand)."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
