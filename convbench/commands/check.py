@@ -14,12 +14,12 @@ def _problems(targets: tuple[str, ...]):
     from pathlib import Path
 
     from convbench.spec.descriptor import parse_descriptor
-    from convbench.spec.suite import load_suite, resolve_suite_path
+    from convbench.spec.suite import exists, load_suite, resolve_suite_path
 
     problems = []
     for target in targets:
         path = resolve_suite_path(target)
-        if path.suffix in (".yaml", ".yml") or Path(target).exists():
+        if path.suffix in (".yaml", ".yml") or exists(Path(target)):
             problems.extend(layer.problem for layer in load_suite(path).layers)
         else:
             p = parse_descriptor(target)

@@ -87,6 +87,7 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
                                                              VECTOR_WIDTHS),
                                     cache=_word_list(cache_modes, "--cache", CACHE_MODES),
                                     cold_bytes=cold_bytes, cpus=_cpu_list(cpus))
+        run_options.check_overrides(options)   # before a results directory exists
         if dry_run:
             from convbench.spec.suite import load_suite
 

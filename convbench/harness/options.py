@@ -13,6 +13,8 @@ from typing import Any
 from convbench.errors import ConvbenchError
 from convbench.harness import affinity, counters
 from convbench.harness.plan import Plan, build_plan
+from convbench.spec import sweep as sweep_spec
+from convbench.spec.limits import shown
 from convbench.spec.suite import Suite
 
 
@@ -53,8 +55,31 @@ def check_counters_available(kind: str) -> None:
                              f"(no convbench/harness/counters/{kind}.py); use --counters none")
 
 
+def check_overrides(options: RunOptions) -> None:
+    """The options' overrides pass the checks the suite's own sweep passed: ranges, no
+    repeats, known words (they reach here from the command line or a stored manifest)."""
+    for name, value in options.timing.items():
+        problem = sweep_spec.timing_problem(name, value)
+        if problem:
+            raise ConvbenchError(f"--{name.replace('_', '-')}: {problem}")
+    axes = (("--threads", options.threads, None), ("--vector-widths", options.vector_widths,
+            sweep_spec.VECTOR_WIDTHS), ("--cache", options.cache, sweep_spec.CACHE_MODES))
+    for option, values, allowed in axes:
+        if allowed is None:
+            problem = next(filter(None, map(sweep_spec.thread_problem, values)), None)
+        else:
+            bad = [shown(v) for v in values if v not in allowed]
+            problem = f"expected {', '.join(allowed)}, got {', '.join(bad)}" if bad else None
+        if problem:
+            raise ConvbenchError(f"{option}: {problem}")
+        twice = sweep_spec.repeated(values)
+        if twice:
+            raise ConvbenchError(f"{option}: {', '.join(twice)} given more than once")
+
+
 def make_plan(suite: Suite, options: RunOptions) -> Plan:
     """The suite's plan with the options' axis overrides, filters and timing applied."""
+    check_overrides(options)
     sweep = suite.sweep
     if options.threads:
         sweep = dataclasses.replace(sweep, threads=tuple(options.threads))
@@ -67,4 +92,8 @@ def make_plan(suite: Suite, options: RunOptions) -> Plan:
     pool = affinity.resolve_pool(options.cpus)
     if options.cpus:
         affinity.check_pool(pool, sweep.threads)
+    too_many = [t for t in options.threads if t > len(pool)]
+    if too_many:   # said here, or the planner would blame the suite's sweep.threads
+        raise ConvbenchError(f"--threads: {too_many} exceed the {len(pool)} CPU(s) this "
+                             f"process may use")
     return build_plan(suite, options.only, options.exclude, timing, cpu_count=len(pool))

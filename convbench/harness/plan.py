@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import fnmatch
 import itertools
+import math
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -19,8 +21,9 @@ from convbench.errors import ConvbenchError
 from convbench.identity import WARM, CaseKey
 from convbench.kernels import registry
 from convbench.kernels.base import Variant
+from convbench.spec.limits import MAX_PLAN_CASES
 from convbench.spec.problem import ConvProblem
-from convbench.spec.suite import Suite, TimingOptions
+from convbench.spec.suite import Suite, SweepSpec, TimingOptions
 
 # Keys accepted by --only / --exclude, and how to read each from a case.
 FILTER_KEYS = ("case", "layer", "algorithm", "layout", "variant", "threads", "vector_width",
@@ -150,21 +153,53 @@ class Plan:
         return total
 
 
+def variants_per_layer(sweep: SweepSpec) -> int:
+    """Variants the sweep names for one layer (skipped ones included), counted from the
+    registry's parameter domains without enumerating them."""
+    total = 0
+    for name in sweep.algorithms or tuple(registry.algorithms()):
+        alg = registry.get(name)
+        layouts = [lay for lay in alg.layouts if not sweep.layouts or lay in sweep.layouts]
+        overrides = sweep.params.get(name, {})
+        total += len(layouts) * math.prod(len(overrides.get(p.name, p.domain))
+                                          for p in alg.params)
+    return total
+
+
+def count_cases(suite: Suite) -> int:
+    """Cases :func:`build_plan` would expand before filters: a product, computed first so
+    a sweep of 10^10 variants is refused instead of enumerated."""
+    sweep = suite.sweep
+    return (len(suite.layers) * variants_per_layer(sweep) * len(sweep.threads)
+            * len(sweep.vector_widths) * len(sweep.cache))
+
+
 def build_plan(suite: Suite, only: Sequence[str] = (), exclude: Sequence[str] = (),
                timing: TimingOptions | None = None, cpu_count: int | None = None) -> Plan:
     """Expand ``suite.sweep`` into cases; ``only``/``exclude`` are :class:`Filter` texts.
 
     Several ``only`` filters are alternatives (a case is kept when one matches); a case
-    matching any ``exclude`` filter is dropped.
+    matching any ``exclude`` filter is dropped.  A sweep of more than
+    :data:`~convbench.spec.limits.MAX_PLAN_CASES` cases (before filters) is refused.
     """
     sweep = suite.sweep
     cores = cpu_count or len(os.sched_getaffinity(0))
     too_many = [t for t in sweep.threads if t > cores]
     if too_many:
-        raise ConvbenchError(f"suite {suite.name}: threads {too_many} exceed the {cores} "
-                             f"CPU(s) this process may use")
+        raise suite.error(f"threads {too_many} exceed the {cores} CPU(s) this process may "
+                          f"use", "sweep.threads")
     for name in sweep.algorithms or ():
-        registry.get(name)  # unknown names are a user error, said once here
+        if name not in registry.algorithms():   # a suite built in code skips the loader
+            raise suite.error(f"unknown algorithm {name!r}; known: "
+                              f"{', '.join(registry.algorithms())}", "sweep.algorithms")
+    size = count_cases(suite)
+    if size > MAX_PLAN_CASES:
+        raise suite.error(
+            f"the sweep expands to {size} cases ({len(suite.layers)} layers x "
+            f"{variants_per_layer(sweep)} variants x {len(sweep.threads)} thread counts x "
+            f"{len(sweep.vector_widths)} vector widths x {len(sweep.cache)} cache modes), "
+            f"more than the limit of {MAX_PLAN_CASES} (convbench.spec.limits.MAX_PLAN_CASES); "
+            f"narrow sweep.params or split the suite", "sweep")
     keep = [Filter.parse(text) for text in only]
     drop = [Filter.parse(text) for text in exclude]
     cases: list[Case] = []
@@ -182,6 +217,11 @@ def build_plan(suite: Suite, only: Sequence[str] = (), exclude: Sequence[str] = 
                 if any(f.matches(case) for f in drop):
                     continue
                 cases.append(case)
+    ids = Counter(case.case_id for case in cases)
+    twice = [case_id for case_id, n in ids.items() if n > 1]
+    if twice:   # the loader rejects repeats; this is the last guard
+        raise suite.error(f"two cases would share the id {twice[0]!r} (a value repeated "
+                          f"under another spelling?)", "sweep")
     if not cases:
         raise ConvbenchError(f"suite {suite.name}: the filters leave no case to run")
     return Plan(suite=suite, cases=tuple(cases), timing=timing or sweep.timing)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from convbench.spec.limits import MAX_DIMENSION, shown
 from convbench.spec.problem import ConvProblem
 
 ParamValue = int | float | str | bool
@@ -28,17 +29,64 @@ PERFORMED_FLOPS = "performed_flops"
 
 
 @dataclass(frozen=True)
+class Ints:
+    """The valid values of an integer parameter: ``lo <= v <= hi``, a multiple of ``step``."""
+
+    lo: int = 1
+    hi: int = MAX_DIMENSION
+    step: int = 1
+
+    def __contains__(self, value: object) -> bool:
+        return (isinstance(value, int) and not isinstance(value, bool)
+                and self.lo <= value <= self.hi and value % self.step == 0)
+
+    def __str__(self) -> str:
+        multiple = f" that is a multiple of {self.step}" if self.step > 1 else ""
+        return f"an integer from {self.lo} to {self.hi}{multiple}"
+
+
+@dataclass(frozen=True)
 class Param:
-    """A tunable knob, declared next to the code that uses it."""
+    """A tunable knob, declared next to the code that uses it.
+
+    ``domain`` is what a sweep tries by default; ``allowed`` is what a suite's
+    ``sweep.params`` may ask for (a tuple of choices or an :class:`Ints` range; None: the
+    domain itself).  The two differ where the default sweep stays small on purpose (the
+    GEMM blocking tries only its default but computes correctly with any of MR_CHOICES).
+    """
 
     name: str
     domain: tuple[ParamValue, ...]
     default: ParamValue
     doc: str = ""
+    allowed: tuple[ParamValue, ...] | Ints | None = None
 
     def __post_init__(self) -> None:
         if self.default not in self.domain:
             raise ValueError(f"param {self.name}: default {self.default!r} not in domain")
+        bad = [v for v in self.domain if self.rejects(v)]
+        if bad:
+            raise ValueError(f"param {self.name}: domain values {bad} are not allowed")
+
+    @property
+    def expected(self) -> str:
+        """The valid values in words, for messages."""
+        valid = self.domain if self.allowed is None else self.allowed
+        if isinstance(valid, Ints):
+            return str(valid)
+        return "one of " + ", ".join(map(str, valid))
+
+    def rejects(self, value: object) -> str | None:
+        """Why ``value`` is no valid setting of this knob; None when it is one.
+
+        Types must match exactly: ``4.0`` or ``"4"`` is no MR although it equals 4 (both
+        would also print as another variant id, or the same one as 4)."""
+        valid = self.domain if self.allowed is None else self.allowed
+        if isinstance(valid, Ints):
+            ok = value in valid
+        else:
+            ok = any(type(value) is type(v) and value == v for v in valid)
+        return None if ok else f"expected {self.expected}, got {shown(value)}"
 
 
 class Prepared(ABC):

@@ -30,7 +30,7 @@ import numba
 import numpy as np
 
 from convbench.kernels._numba_support import cached_closure, f32_at, stack_f32
-from convbench.kernels.base import Param, ParamValue
+from convbench.kernels.base import Ints, Param, ParamValue
 
 # Micro-tiles that vectorise on the hosts measured (see module docstring).
 MR_CHOICES = (4, 5, 6, 8)
@@ -318,12 +318,21 @@ def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None,
 
 # The blocking as sweep parameters.  Each domain holds only the default, so the check of
 # every network layer stays small; a suite widens them through ``sweep.params``.
+# A suite may choose the micro-tiles that vectorise (module docstring: any other MR x NR
+# computes correctly but compiles to scalar or spilling code, a new compile each) and any
+# cache block: the drivers clamp blocks to the matrix (``min(KC, k)``, ``max(1, MC // MR)``),
+# so a block size allocates nothing beyond the operands; 2^20 only keeps it a C int.
+BLOCK_SIZES = Ints(1, 1 << 20)
 BLOCKING_PARAMS = (
-    Param("MR", (DEFAULT_MR,), DEFAULT_MR, f"micro-tile rows (vectorise: {MR_CHOICES})"),
-    Param("NR", (DEFAULT_NR,), DEFAULT_NR, f"micro-tile columns (vectorise: {NR_CHOICES})"),
-    Param("MC", (DEFAULT_MC,), DEFAULT_MC, "rows of the A block kept in L2"),
-    Param("KC", (DEFAULT_KC,), DEFAULT_KC, "depth of a packed panel"),
-    Param("NC", (DEFAULT_NC,), DEFAULT_NC, "columns of the B block kept in L3"),
+    Param("MR", (DEFAULT_MR,), DEFAULT_MR, f"micro-tile rows (vectorise: {MR_CHOICES})",
+          allowed=MR_CHOICES),
+    Param("NR", (DEFAULT_NR,), DEFAULT_NR, f"micro-tile columns (vectorise: {NR_CHOICES})",
+          allowed=NR_CHOICES),
+    Param("MC", (DEFAULT_MC,), DEFAULT_MC, "rows of the A block kept in L2",
+          allowed=BLOCK_SIZES),
+    Param("KC", (DEFAULT_KC,), DEFAULT_KC, "depth of a packed panel", allowed=BLOCK_SIZES),
+    Param("NC", (DEFAULT_NC,), DEFAULT_NC, "columns of the B block kept in L3",
+          allowed=BLOCK_SIZES),
 )
 
 

@@ -49,7 +49,7 @@ from numba.extending import intrinsic
 
 from convbench.kernels import layouts
 from convbench.kernels._numba_support import cached_closure, stable_identity
-from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
+from convbench.kernels.base import Algorithm, Ints, Param, ParamValue, Prepared
 from convbench.spec.problem import ConvProblem
 
 IC_BN = (8, 16)
@@ -304,10 +304,17 @@ ALGORITHMS = [
         layouts=("nchwxc",),
         build=_build,
         params=(
-            Param("ic_bn", IC_BN, DEFAULT_IC_BN, "input channels per block (x of NCHW[x]c)"),
-            Param("oc_bn", OC_BN, DEFAULT_OC_BN, "output channels per block: lanes (y)"),
-            Param("reg_n", REG_N, DEFAULT_REG_N, "output-width positions per register tile"),
-            Param("unroll_ker", UNROLL_KER, False, "compile the kernel's R x S in"),
+            # Any block computes correctly (channels are zero padded to whole blocks);
+            # 64 bounds the padding and one accumulator vector (oc_bn lanes).  reg_n past
+            # ZMM_ACCUMULATORS needs more registers than exist at any oc_bn (_applies).
+            Param("ic_bn", IC_BN, DEFAULT_IC_BN, "input channels per block (x of NCHW[x]c)",
+                  allowed=Ints(1, 64)),
+            Param("oc_bn", OC_BN, DEFAULT_OC_BN, "output channels per block: lanes (y)",
+                  allowed=Ints(1, 64)),
+            Param("reg_n", REG_N, DEFAULT_REG_N, "output-width positions per register tile",
+                  allowed=Ints(1, ZMM_ACCUMULATORS)),
+            Param("unroll_ker", UNROLL_KER, False, "compile the kernel's R x S in",
+                  allowed=(False, True)),
         ),
         applies=_applies,
         notes="Channels zero padded to whole blocks (any IC, OC); any kernel, stride, "

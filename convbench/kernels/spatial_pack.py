@@ -21,13 +21,15 @@ import numba
 import numpy as np
 
 from convbench.kernels._numba_support import cached_closure
-from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
+from convbench.kernels.base import Algorithm, Ints, Param, ParamValue, Prepared
 from convbench.kernels.gemm import BLOCKING_PARAMS, Blocking, blocking_from
 from convbench.spec.problem import ConvProblem
 
 PARAMS = (
-    Param("tile_h", (2, 4), 4, "output rows per tile"),
-    Param("tile_w", (8, 16), 16, "output columns per tile"),
+    # Any tile computes correctly (clamped to the output); each thread's input window
+    # (tile + halo) x IC grows with it, so 64 x 64 bounds it.
+    Param("tile_h", (2, 4), 4, "output rows per tile", allowed=Ints(1, 64)),
+    Param("tile_w", (8, 16), 16, "output columns per tile", allowed=Ints(1, 64)),
     *(p for p in BLOCKING_PARAMS if p.name in ("MR", "NR", "KC")),
 )
 

@@ -255,8 +255,11 @@ ALGORITHMS = [
         source="MNN (Jiang et al. 2020), StrassenMatmulComputor; seed 003",
         layouts=("nchw",),
         build=_build,
+        # Any forced depth builds; one too deep for the layer's IC is skipped with a
+        # reason (_applies).  Six levels need IC >= 64 x MIN_LEAF_CHANNELS already.
         params=(Param("depth", ("auto", 0, 1, 2), "auto",
-                      "Strassen levels: auto = MNN's cost model, or forced"),
+                      "Strassen levels: auto = MNN's cost model, or forced",
+                      allowed=("auto", *range(7))),
                 GEMM_BACKEND),
         applies=_applies,
         error_growth=ERROR_GROWTH,

@@ -32,8 +32,21 @@ from collections.abc import Mapping
 import numba
 import numpy as np
 
-from convbench.kernels.base import PERFORMED_FLOPS, Algorithm, Param, ParamValue, Prepared
-from convbench.kernels.gemm import GEMM_BACKEND, GEMM_BACKENDS, Blocking, gemm_backend
+from convbench.kernels.base import (
+    PERFORMED_FLOPS,
+    Algorithm,
+    Ints,
+    Param,
+    ParamValue,
+    Prepared,
+)
+from convbench.kernels.gemm import (
+    GEMM_BACKEND,
+    GEMM_BACKENDS,
+    MR_CHOICES,
+    Blocking,
+    gemm_backend,
+)
 from convbench.kernels.winograd_transforms import TRANSFORMS, Transform
 from convbench.spec.problem import ConvProblem
 
@@ -253,13 +266,16 @@ def _algorithm(m: int) -> Algorithm:
         layouts=("nhwc",),
         build=_builder(m),
         params=(
+            # Any block computes correctly (tests run 1, 3, 7); the scratch of one block
+            # grows with it (tiles x alpha^2 x channels), so 4096 bounds it.
             Param("tile_block", TILE_BLOCKS, 1024,
-                  "output tiles transformed and multiplied per block (cache blocking)"),
+                  "output tiles transformed and multiplied per block (cache blocking)",
+                  allowed=Ints(1, 4096)),
             GEMM_BACKEND,
             # Only the default, so checks stay small; a suite widens it (e.g. [4, 5, 6]).
             Param("MR", ("auto",), "auto",
                   f"gemm=own micro-tile rows: auto (fewest padded rows of {MR_AUTO}) or one "
-                  "of convbench.kernels.gemm.MR_CHOICES"),
+                  "of convbench.kernels.gemm.MR_CHOICES", allowed=("auto", *MR_CHOICES)),
         ),
         applies=_applies,
         error_growth=ERROR_GROWTH[m],

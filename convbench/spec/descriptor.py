@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 
 from convbench.errors import ConvbenchError
+from convbench.spec.limits import MAX_DIMENSION, shown
 from convbench.spec.problem import ConvProblem, ProblemError, output_size
 
 BENCHDNN_DEFAULT_MB = 2
@@ -36,6 +37,7 @@ def parse_descriptor(text: str) -> ConvProblem:
     s = text.strip()
     if not s:
         raise DescriptorError("empty descriptor")
+    quoted = shown(text)   # the descriptor as messages echo it: bounded, on one line
     values: dict[str, int] = {}
     name = ""
     pos = 0
@@ -47,8 +49,13 @@ def parse_descriptor(text: str) -> ConvProblem:
         if m:
             key = m.group(1)
             if key in values:
-                raise DescriptorError(f"{text!r}: '{key}' given twice")
-            values[key] = int(m.group(2))
+                raise DescriptorError(f"{quoted}: '{key}' given twice")
+            digits = m.group(2).lstrip("0") or "0"
+            if len(digits) > len(str(MAX_DIMENSION)) or int(digits) > MAX_DIMENSION:
+                more = "..." if len(digits) > 12 else ""
+                raise DescriptorError(f"{quoted}: {key}{digits[:12]}{more} is larger than "
+                                      f"{MAX_DIMENSION} (2^31 - 1)")
+            values[key] = int(digits)
             pos = m.end()
             continue
         if s[pos] == "n":
@@ -57,28 +64,28 @@ def parse_descriptor(text: str) -> ConvProblem:
                 name = name[1:-1]
             break
         raise DescriptorError(
-            f"{text!r}: unexpected text at character {pos + 1}: {s[pos:pos + 12]!r} "
+            f"{quoted}: unexpected text at character {pos + 1}: {s[pos:pos + 12]!r} "
             f"(expected one of {', '.join(_KEYS)} followed by a number, or n<name>)")
     for key in ("id", "od", "kd", "sd", "pd", "dd"):
         if key in values:
-            raise DescriptorError(f"{text!r}: 3-D convolutions ('{key}') are not supported")
+            raise DescriptorError(f"{quoted}: 3-D convolutions ('{key}') are not supported")
     for key in ("ic", "oc"):
         if not values.get(key):
-            raise DescriptorError(f"{text!r}: '{key}' is required and must be positive")
+            raise DescriptorError(f"{quoted}: '{key}' is required and must be positive")
     has_h = any(k in values for k in ("ih", "kh", "oh", "dh", "sh", "ph"))
     has_w = any(k in values for k in ("iw", "kw", "ow", "dw", "sw", "pw"))
     if not has_h and not has_w:
-        raise DescriptorError(f"{text!r}: no spatial size (ih/iw) and kernel (kh/kw) given")
+        raise DescriptorError(f"{quoted}: no spatial size (ih/iw) and kernel (kh/kw) given")
     axes = {}
     for axis, present in (("h", has_h), ("w", has_w)):
         if not present:
             continue
         i, k = values.get("i" + axis, 0), values.get("k" + axis, 0)
         if not i or not k:
-            raise DescriptorError(f"{text!r}: 'i{axis}' and 'k{axis}' are required")
+            raise DescriptorError(f"{quoted}: 'i{axis}' and 'k{axis}' are required")
         st, d = values.get("s" + axis, 1), values.get("d" + axis, 0)
         if st <= 0:
-            raise DescriptorError(f"{text!r}: 's{axis}' must be positive")
+            raise DescriptorError(f"{quoted}: 's{axis}' must be positive")
         o, p = values.get("o" + axis), values.get("p" + axis)
         if o is None:
             p = 0 if p is None else p
@@ -98,7 +105,7 @@ def parse_descriptor(text: str) -> ConvProblem:
     try:
         return ConvProblem(**fields)
     except ProblemError as exc:
-        raise DescriptorError(f"{text!r}: {exc}") from None
+        raise DescriptorError(f"{quoted}: {exc}") from None
 
 
 def format_descriptor(p: ConvProblem, canonical: bool = False) -> str:
@@ -135,9 +142,11 @@ def read_batch_file(path: str | Path) -> list[ConvProblem]:
     """
     path = Path(path)
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise DescriptorError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise DescriptorError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     problems = []
     for lineno, raw in enumerate(lines, 1):
         line = raw.split("#", 1)[0].strip()

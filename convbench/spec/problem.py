@@ -10,8 +10,10 @@ import dataclasses
 from dataclasses import dataclass
 
 from convbench.errors import ConvbenchError
+from convbench.spec.limits import MAX_DIMENSION, MAX_LAYER_BYTES, format_bytes, shown
 
 FLOAT32_BYTES = 4
+FLOAT64_BYTES = 8
 
 SHAPE_FIELDS = (
     "mb", "g", "ic", "ih", "iw", "oc", "oh", "ow",
@@ -25,6 +27,21 @@ class ProblemError(ConvbenchError):
     def __init__(self, message: str, field: str | None = None):
         super().__init__(message)
         self.field = field
+
+
+_POSITIVE = ("mb", "g", "ic", "ih", "iw", "oc", "kh", "kw", "sh", "sw")
+
+
+def _check_field(f: str, v: object) -> None:
+    """One shape field on its own: an integer, in range (before any arithmetic uses it)."""
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise ProblemError(f"{f} must be an integer, got {shown(v)}", f)
+    if v > MAX_DIMENSION:
+        raise ProblemError(f"{f}={shown(v)} is larger than {MAX_DIMENSION} (2^31 - 1)", f)
+    if f in _POSITIVE and v <= 0:
+        raise ProblemError(f"{f} must be positive, got {v}", f)
+    if v < 0 and f not in ("oh", "ow"):   # an output size is checked against its formula
+        raise ProblemError(f"{f} must be >= 0, got {v}", f)
 
 
 def output_size(i: int, k: int, s: int, p: int, d: int) -> int:
@@ -60,15 +77,9 @@ class ConvProblem:
 
     def __post_init__(self) -> None:
         for f in SHAPE_FIELDS:
-            v = getattr(self, f)
-            if not isinstance(v, int) or isinstance(v, bool):
-                raise ProblemError(f"{f} must be an integer, got {v!r}", f)
-        for f in ("mb", "g", "ic", "ih", "iw", "oc", "kh", "kw", "sh", "sw"):
-            if getattr(self, f) <= 0:
-                raise ProblemError(f"{f} must be positive, got {getattr(self, f)}", f)
-        for f in ("ph", "pw", "dh", "dw"):
-            if getattr(self, f) < 0:
-                raise ProblemError(f"{f} must be >= 0, got {getattr(self, f)}", f)
+            _check_field(f, getattr(self, f))
+        if not isinstance(self.name, str):
+            raise ProblemError(f"name must be a string, got {shown(self.name)}", "name")
         if self.ic % self.g:
             raise ProblemError(f"groups g={self.g} do not divide ic={self.ic}", "g")
         if self.oc % self.g:
@@ -86,6 +97,13 @@ class ConvProblem:
                 raise ProblemError(
                     f"o{axis}={o} does not follow from i{axis}={i}, k{axis}={k}, s{axis}={s}, "
                     f"p{axis}={p}, d{axis}={d}: expected o{axis}={expected}", f"o{axis}")
+        # Last, as it needs every size valid: nothing of this problem is allocated yet.
+        if self.checked_bytes > MAX_LAYER_BYTES:
+            raise ProblemError(
+                f"the layer needs {format_bytes(self.checked_bytes)} ({self.checked_bytes} "
+                f"bytes: float32 input, weights, output and the float64 reference's copies), "
+                f"more than the limit of {format_bytes(MAX_LAYER_BYTES)} "
+                f"(convbench.spec.limits.MAX_LAYER_BYTES)")
 
     @classmethod
     def make(cls, **fields: int | str) -> ConvProblem:
@@ -103,6 +121,9 @@ class ConvProblem:
         for key in ("ih", "iw", "kh", "kw", "ic", "oc"):
             if key not in f:
                 raise ProblemError(f"missing required field {key}", key)
+        for key, value in f.items():   # before output_size divides by a stride
+            if key in SHAPE_FIELDS:
+                _check_field(key, value)
         if "oh" not in f:
             f["oh"] = output_size(f["ih"], f["kh"], f["sh"], f["ph"], f["dh"])
         if "ow" not in f:
@@ -179,6 +200,16 @@ class ConvProblem:
     def compulsory_bytes(self) -> int:
         """Bytes read and written at least once: input + weights + output."""
         return self.input_bytes + self.weight_bytes + self.output_bytes
+
+    @property
+    def checked_bytes(self) -> int:
+        """Bytes a check of this layer allocates: the float32 tensors of the kernel plus
+        the float64 reference's input, weights, zero-padded input and output
+        (:func:`convbench.kernels.reference.conv2d_reference`); bounded by
+        :data:`~convbench.spec.limits.MAX_LAYER_BYTES`."""
+        float32 = self.input_bytes + self.weight_bytes + self.output_bytes
+        padded = self.mb * self.ic * (self.ih + 2 * self.ph) * (self.iw + 2 * self.pw)
+        return float32 + FLOAT64_BYTES * (float32 // FLOAT32_BYTES + padded)
 
     @property
     def arithmetic_intensity(self) -> float:

@@ -1,12 +1,14 @@
 """Suites: YAML files naming conv layers (with occurrence counts) and the sweep to run on them.
 
-Suites arrive in pull requests, so they are untrusted: parsed with ``yaml.SafeLoader`` only
-(plus a check that rejects duplicate keys), every field checked, and every error names the
-file, the line, the layer and the field.
+Suites arrive in pull requests, so they are untrusted: read as plain YAML only
+(:mod:`convbench.spec.safe_yaml`: no tags, duplicate keys, aliases or deep nesting), bounded
+in size (:mod:`convbench.spec.limits`), every field checked (the sweep by
+:mod:`convbench.spec.sweep`), and every error is one line naming the file, the line, the
+layer and the field (:mod:`convbench.spec.where`).
 
 Format::
 
-    name: resnet50                 # required, [A-Za-z0-9_.-]+
+    name: resnet50                 # required, [A-Za-z0-9_.-]+, at most 64 characters
     description: ...               # required, say where the shapes come from
     network: ResNet-50 v1.5        # optional
     reference:                     # optional: published conv MACs to check totals against
@@ -30,7 +32,6 @@ Format::
 from __future__ import annotations
 
 import contextlib
-import functools
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -39,50 +40,24 @@ from pathlib import Path
 from typing import Any
 
 from convbench.errors import SuiteError
-from convbench.identity import WARM
+from convbench.spec import safe_yaml
 from convbench.spec.descriptor import DescriptorError, parse_descriptor
+from convbench.spec.limits import MAX_DIMENSION, MAX_SUITE_BYTES, MAX_SUITE_NAME, shown
 from convbench.spec.problem import SHAPE_FIELDS, ConvProblem, ProblemError
+from convbench.spec.sweep import (  # noqa: F401  (re-exported: the suite's vocabulary)
+    CACHE_MODES,
+    SWEEP_KEYS,
+    TIMING_KEYS,
+    VECTOR_WIDTHS,
+    SweepSpec,
+    TimingOptions,
+    parse_sweep,
+)
+from convbench.spec.where import Where, key, one_line
 
 SUITE_KEYS = {"name", "description", "network", "reference", "layers", "sweep"}
 LAYER_KEYS = {"name", "shape", "count", *SHAPE_FIELDS}
-SWEEP_KEYS = {"algorithms", "layouts", "threads", "vector_widths", "cache", "params",
-              "timing", "tolerance"}
-TIMING_KEYS = ("min_time", "values", "warmups", "timeout", "processes")
-VECTOR_WIDTHS = ("auto", "256", "512")
-# Cache state a layer is timed in: warm (its buffers stay in cache between calls), cold
-# weights (the kernel's packed weights evicted before each call), cold (everything evicted).
-CACHE_MODES = (WARM, "cold-weights", "cold")
-_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
-
-
-@dataclass(frozen=True)
-class TimingOptions:
-    """How each variant is timed (see the harness timer)."""
-
-    min_time: float = 0.02    # seconds one value must last at least (inner loop calibrated)
-    values: int = 5           # timed values per variant in each worker process
-    warmups: int = 1          # untimed values after the JIT-paying first call
-    timeout: float = 120.0    # seconds a variant may take in total before it is killed
-    # Worker processes per group, values pooled (pyperf's runs): one process can carry a
-    # bias of its own (direct/nchw differed 5-10% between processes with identical buffers
-    # on the Intel host), which no number of values inside it averages away.
-    processes: int = 3
-
-
-@dataclass(frozen=True)
-class SweepSpec:
-    """The sweep section as written; the planner expands it against the kernel registry.
-
-    ``None`` for algorithms/layouts means "every registered / every supported one".
-    """
-
-    algorithms: tuple[str, ...] | None = None
-    layouts: tuple[str, ...] | None = None
-    threads: tuple[int, ...] = (1,)
-    vector_widths: tuple[str, ...] = ("auto",)
-    cache: tuple[str, ...] = ("warm",)
-    params: dict[str, dict[str, tuple[Any, ...]]] = field(default_factory=dict)
-    timing: TimingOptions = TimingOptions()
+_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 
 
 @dataclass(frozen=True)
@@ -107,10 +82,12 @@ class Suite:
     name: str
     description: str
     layers: tuple[Layer, ...]
-    sweep: SweepSpec = SweepSpec()
+    sweep: SweepSpec = field(default_factory=SweepSpec)
     network: str = ""
     reference: Reference | None = None
     path: Path | None = None
+    # Lines of the file's fields, for errors found later (the planner's); not identity.
+    where: Where | None = field(default=None, compare=False, repr=False)
 
     @property
     def total_macs(self) -> int:
@@ -121,84 +98,29 @@ class Suite:
     def total_flops(self) -> int:
         return 2 * self.total_macs
 
-
-class _Where:
-    """Builds error messages that name the file, the line and the layer."""
-
-    def __init__(self, path: Path, layer_lines: list[int]):
-        self.path = path
-        self.layer_lines = layer_lines
-
-    def locate(self, layer: int | None = None, name: str = "", fld: str | None = None) -> str:
-        where = str(self.path)
-        if layer is not None:
-            if layer < len(self.layer_lines):
-                where += f":{self.layer_lines[layer]}"
-            where += f": layer {layer}" + (f" ({name!r})" if name else "")
-        if fld:
-            where += f": field '{fld}'"
-        return where
-
-    def error(self, message: str, layer: int | None = None, name: str = "",
-              fld: str | None = None) -> SuiteError:
-        return SuiteError(f"{self.locate(layer, name, fld)}: {message}")
+    def error(self, message: str, fld: str) -> SuiteError:
+        """A located error about field ``fld`` found after loading (by the planner)."""
+        where = self.where or Where(self.path or f"suite {self.name}")
+        return where.error(message, fld=fld)
 
 
-def _layer_lines(text: str) -> list[int]:
-    """1-based line of each item of the top-level ``layers`` list (best effort)."""
+def _layer_lines(root: Any) -> list[int]:
+    """1-based line of each item of the top-level ``layers`` list."""
     import yaml
 
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return []
-    if not isinstance(root, yaml.MappingNode):
-        return []
-    for key, value in root.value:
-        if getattr(key, "value", None) == "layers" and isinstance(value, yaml.SequenceNode):
-            return [item.start_mark.line + 1 for item in value.value]
+    if isinstance(root, yaml.MappingNode):
+        for k, value in root.value:
+            if getattr(k, "value", None) == "layers" and isinstance(value, yaml.SequenceNode):
+                return [item.start_mark.line + 1 for item in value.value]
     return []
 
 
-@functools.lru_cache(maxsize=1)
-def _strict_loader() -> type:
-    """``yaml.SafeLoader`` that also rejects duplicate mapping keys.
-
-    Plain PyYAML keeps the last of two equal keys silently, so ``count: 1`` followed by
-    ``count: 4`` in one layer would go unnoticed.
-    """
+def _locate(root: Any, index: int) -> tuple[int | None, str, str | None]:
+    """Layer index, layer name and field around character ``index`` of the text (best
+    effort), for YAML errors found while constructing values (a rejected ``!!python/...``
+    tag, a duplicate key): the text composed, so the node tree says where the error sits."""
     import yaml
 
-    class StrictSafeLoader(yaml.SafeLoader):
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            if isinstance(node, yaml.MappingNode):
-                seen: set[tuple[str, str]] = set()
-                for key_node, _ in node.value:
-                    if not isinstance(key_node, yaml.ScalarNode):
-                        continue
-                    key = (key_node.tag, key_node.value)
-                    if key in seen:
-                        raise yaml.constructor.ConstructorError(
-                            "while constructing a mapping", node.start_mark,
-                            f"duplicate key {key_node.value!r}", key_node.start_mark)
-                    seen.add(key)
-            return super().construct_mapping(node, deep=deep)
-
-    return StrictSafeLoader
-
-
-def _locate(text: str, index: int) -> tuple[int | None, str, str | None]:
-    """Layer index, layer name and field around character ``index`` of ``text`` (best effort).
-
-    Used for YAML errors found while constructing values (a rejected ``!!python/...`` tag, a
-    duplicate key): the text still composes, so the node tree says where the error sits.
-    """
-    import yaml
-
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return None, "", None
     if not isinstance(root, yaml.MappingNode):
         return None, "", None
 
@@ -206,10 +128,10 @@ def _locate(text: str, index: int) -> tuple[int | None, str, str | None]:
         start, end = node.start_mark.index, node.end_mark.index
         return start <= index < max(end, start + 1)
 
-    for key, value in root.value:
-        if not (inside(key) or inside(value)):
+    for k, value in root.value:
+        if not (inside(k) or inside(value)):
             continue
-        top = str(getattr(key, "value", "")) or None
+        top = key(getattr(k, "value", "")) or None
         if top != "layers" or not isinstance(value, yaml.SequenceNode):
             return None, "", top
         for i, item in enumerate(value.value):
@@ -217,13 +139,13 @@ def _locate(text: str, index: int) -> tuple[int | None, str, str | None]:
                 continue
             name, fld = "", None
             if isinstance(item, yaml.MappingNode):
-                for k, v in item.value:
-                    if not isinstance(k, yaml.ScalarNode):
+                for ik, iv in item.value:
+                    if not isinstance(ik, yaml.ScalarNode):
                         continue
-                    if k.value == "name" and isinstance(v, yaml.ScalarNode):
-                        name = v.value
-                    if fld is None and (inside(k) or inside(v)):
-                        fld = k.value
+                    if ik.value == "name" and isinstance(iv, yaml.ScalarNode):
+                        name = iv.value
+                    if fld is None and (inside(ik) or inside(iv)):
+                        fld = key(ik.value)
             return i, name, fld
         return None, "", top
     return None, "", None
@@ -236,47 +158,46 @@ def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def _parse_layer(raw: Any, index: int, where: _Where) -> Layer:
+def _parse_layer(raw: Any, index: int, where: Where) -> Layer:
     if not isinstance(raw, dict):
-        raise where.error(f"expected a mapping with name, shape and count, got {raw!r}", index)
+        raise where.error(f"expected a mapping with name, shape and count, got {shown(raw)}",
+                          index)
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
         raise where.error("expected a non-empty string", index, fld="name")
-    unknown = sorted(set(raw) - LAYER_KEYS)
+    unknown = sorted(key(k) for k in set(raw) - LAYER_KEYS)
     if unknown:
-        raise where.error(f"unknown field(s) {', '.join(map(str, unknown))}; expected name, "
+        raise where.error(f"unknown field(s) {', '.join(unknown)}; expected name, "
                           f"shape, count or {', '.join(SHAPE_FIELDS)}", index, name)
     count = raw.get("count", 1)
-    if not _positive_int(count):
-        raise where.error(f"expected a positive integer, got {count!r}", index, name, "count")
+    if not _positive_int(count) or count > MAX_DIMENSION:
+        raise where.error(f"expected a positive integer up to {MAX_DIMENSION}, got "
+                          f"{shown(count)}", index, name, "count")
     explicit = {k: v for k, v in raw.items() if k in SHAPE_FIELDS}
     if "shape" in raw:
         if explicit:
             raise where.error(f"give either 'shape' or explicit fields, not both "
                               f"({', '.join(sorted(explicit))})", index, name)
         if not isinstance(raw["shape"], str):
-            raise where.error(f"expected a benchdnn descriptor string, got {raw['shape']!r}",
-                              index, name, "shape")
+            raise where.error(f"expected a benchdnn descriptor string, got "
+                              f"{shown(raw['shape'])}", index, name, "shape")
         try:
             problem = parse_descriptor(raw["shape"])
         except DescriptorError as exc:
             raise where.error(str(exc), index, name, "shape") from None
         if problem.name and problem.name != name:
-            raise where.error(f"descriptor names the layer {problem.name!r} but 'name' is "
-                              f"{name!r}", index, name, "shape")
+            raise where.error(f"descriptor names the layer {shown(problem.name)} but 'name' "
+                              f"is {shown(name)}", index, name, "shape")
         problem = problem.replace(name=name)
         if not _MB_GIVEN.search(raw["shape"]):
-            warnings.warn(f"{where.locate(index, name, 'shape')}: no mb in the descriptor, so "
-                          f"batch {problem.mb} (benchdnn's default); write mb1 for batch 1",
-                          stacklevel=2)
+            warnings.warn(one_line(f"{where.locate(index, name, 'shape')}: no mb in the "
+                                   f"descriptor, so batch {problem.mb} (benchdnn's default); "
+                                   f"write mb1 for batch 1"), stacklevel=2)
     else:
         if not explicit:
             raise where.error("missing: give 'shape' (a benchdnn descriptor such as "
                               "mb1ic64ih56oc64oh56kh3ph1) or the explicit fields ic, ih, oc, kh "
                               "(and optionally the others)", index, name, "shape")
-        for k, v in explicit.items():
-            if not isinstance(v, int) or isinstance(v, bool):
-                raise where.error(f"expected an integer, got {v!r}", index, name, k)
         try:
             problem = ConvProblem.make(**explicit, name=name)
         except ProblemError as exc:
@@ -284,135 +205,61 @@ def _parse_layer(raw: Any, index: int, where: _Where) -> Layer:
     return Layer(problem=problem, count=count)
 
 
-def _str_list(value: Any, where: _Where, fld: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        raise where.error(f"expected a non-empty list of strings, got {value!r}", fld=fld)
-    return tuple(value)
+def _text(raw: dict[str, Any], name: str, where: Where, default: str = "") -> str:
+    """An optional free-text field: a string (a number is read as its text)."""
+    value = raw.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise where.error(f"expected text, got {shown(value)}", fld=name)
+    return str(value)
 
 
-def _choices(value: Any, allowed: tuple[str, ...], where: _Where, fld: str) -> tuple[str, ...]:
-    """A list (or one value) of words from ``allowed``, e.g. vector widths or cache modes."""
-    values = [str(v) for v in (value if isinstance(value, list) else [value])]
-    bad = [v for v in values if v not in allowed]
-    if bad or not values:
-        raise where.error(f"expected a list of {', '.join(allowed)}, got {bad}", fld=fld)
-    return tuple(values)
+def _parse_reference(ref: Any, where: Where) -> Reference:
+    if not isinstance(ref, dict) or "macs" not in ref or "source" not in ref:
+        raise where.error("expected a mapping with 'macs' and 'source'", fld="reference")
+    macs = ref["macs"]
+    if isinstance(macs, str):  # YAML 1.1 reads 4.09e9 (no dot in exponent) as a string
+        with contextlib.suppress(ValueError):
+            macs = float(macs)
+    if (isinstance(macs, bool) or not isinstance(macs, (int, float)) or not macs > 0
+            or macs == float("inf")):
+        raise where.error(f"expected a positive number, got {shown(macs)}",
+                          fld="reference.macs")
+    return Reference(macs=float(macs), source=_text(ref, "source", where),
+                     note=_text(ref, "note", where))
 
 
-def _parse_sweep(raw: Any, where: _Where) -> SweepSpec:
-    if raw is None:
-        return SweepSpec()
-    if not isinstance(raw, dict):
-        raise where.error(f"expected a mapping, got {raw!r}", fld="sweep")
-    unknown = sorted(set(raw) - SWEEP_KEYS)
-    if unknown:
-        raise where.error(f"unknown key(s) {', '.join(map(str, unknown))}; expected "
-                          f"{', '.join(sorted(SWEEP_KEYS))}", fld="sweep")
-    kwargs: dict[str, Any] = {}
-    if "algorithms" in raw:
-        kwargs["algorithms"] = _str_list(raw["algorithms"], where, "sweep.algorithms")
-    if "layouts" in raw:
-        kwargs["layouts"] = _str_list(raw["layouts"], where, "sweep.layouts")
-    if "threads" in raw:
-        threads = raw["threads"]
-        if isinstance(threads, int):
-            threads = [threads]
-        if not isinstance(threads, list) or not threads or not all(map(_positive_int, threads)):
-            raise where.error(f"expected a list of positive integers, got {threads!r}",
-                              fld="sweep.threads")
-        kwargs["threads"] = tuple(threads)
-    for key, allowed in (("vector_widths", VECTOR_WIDTHS), ("cache", CACHE_MODES)):
-        if key in raw:
-            kwargs[key] = _choices(raw[key], allowed, where, f"sweep.{key}")
-    if "params" in raw:
-        params = raw["params"]
-        if not isinstance(params, dict):
-            raise where.error("expected a mapping algorithm -> {parameter: [values]}",
-                              fld="sweep.params")
-        parsed: dict[str, dict[str, tuple[Any, ...]]] = {}
-        for alg, knobs in params.items():
-            if not isinstance(knobs, dict):
-                raise where.error(f"expected a mapping parameter -> [values], got {knobs!r}",
-                                  fld=f"sweep.params.{alg}")
-            parsed[str(alg)] = {}
-            for knob, values in knobs.items():
-                values = values if isinstance(values, list) else [values]
-                if not values:
-                    raise where.error("expected at least one value",
-                                      fld=f"sweep.params.{alg}.{knob}")
-                parsed[str(alg)][str(knob)] = tuple(values)
-        kwargs["params"] = parsed
-    if "timing" in raw:
-        kwargs["timing"] = _parse_timing(raw["timing"], where)
-    return SweepSpec(**kwargs)
-
-
-def _parse_timing(raw: Any, where: _Where) -> TimingOptions:
-    if not isinstance(raw, dict):
-        raise where.error(f"expected a mapping, got {raw!r}", fld="sweep.timing")
-    unknown = sorted(set(map(str, raw)) - set(TIMING_KEYS))
-    if unknown:
-        raise where.error(f"unknown key(s) {', '.join(unknown)}; expected "
-                          f"{', '.join(TIMING_KEYS)}", fld="sweep.timing")
-    out: dict[str, Any] = {}
-    for key in ("min_time", "timeout"):
-        if key in raw:
-            v = raw[key]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-                raise where.error(f"expected a positive number of seconds, got {v!r}",
-                                  fld=f"sweep.timing.{key}")
-            out[key] = float(v)
-    if "values" in raw:
-        if not _positive_int(raw["values"]) or raw["values"] < 3:
-            raise where.error(f"expected an integer >= 3, got {raw['values']!r}",
-                              fld="sweep.timing.values")
-        out["values"] = raw["values"]
-    if "processes" in raw:
-        if not _positive_int(raw["processes"]):
-            raise where.error(f"expected an integer >= 1, got {raw['processes']!r}",
-                              fld="sweep.timing.processes")
-        out["processes"] = raw["processes"]
-    if "warmups" in raw:
-        v = raw["warmups"]
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise where.error(f"expected an integer >= 0, got {v!r}", fld="sweep.timing.warmups")
-        out["warmups"] = v
-    return TimingOptions(**out)
+def _yaml_error(exc: safe_yaml.YamlError, path: Path) -> SuiteError:
+    """A YAML error as the loader's other errors read: file:line:column, layer, field."""
+    loc = f":{exc.line}:{exc.column}" if exc.line is not None else ""
+    if exc.index is not None and exc.root is not None:
+        layer, name, fld = _locate(exc.root, exc.index)
+        if layer is not None:
+            loc += f": layer {layer}" + (f" ({shown(name)})" if name else "")
+        if fld:
+            loc += f": field '{fld}'"
+    return SuiteError(one_line(f"{path}{loc}: not valid YAML: {exc.problem[:300]}"))
 
 
 def parse_suite(text: str, path: Path) -> Suite:
     """Validate suite YAML ``text`` (read from ``path``) into a :class:`Suite`."""
-    import yaml
-
-    where = _Where(path, _layer_lines(text))
     try:
-        raw = yaml.load(text, Loader=_strict_loader())  # a SafeLoader: no arbitrary objects
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        loc = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        if "constructor for the tag" in problem:
-            problem += " (suites are read with a safe loader: plain YAML only, no tags)"
-        layer, name, fld = _locate(text, mark.index) if mark else (None, "", None)
-        if layer is not None:
-            loc += f": layer {layer}" + (f" ({name!r})" if name else "")
-        if fld:
-            loc += f": field '{fld}'"
-        raise SuiteError(f"{path}{loc}: not valid YAML: {problem}") from None
+        raw, root = safe_yaml.load(text)
+    except safe_yaml.YamlError as exc:
+        raise _yaml_error(exc, path) from None
+    where = Where(path, _layer_lines(root), safe_yaml.field_lines(root))
     if not isinstance(raw, dict):
         raise where.error(f"expected a mapping at the top level, got {type(raw).__name__}")
-    unknown = sorted(set(map(str, raw)) - SUITE_KEYS)
+    unknown = sorted(key(k) for k in set(raw) - SUITE_KEYS)
     if unknown:
         raise where.error(f"unknown top-level field(s) {', '.join(unknown)}; expected "
                           f"{', '.join(sorted(SUITE_KEYS))}")
-    for key in ("name", "description", "layers"):
-        if key not in raw:
-            raise where.error("missing required field", fld=key)
+    for name in ("name", "description", "layers"):
+        if name not in raw:
+            raise where.error("missing required field", fld=name)
     name = raw["name"]
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise where.error(f"expected letters, digits, '_', '.', '-', got {name!r}", fld="name")
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > MAX_SUITE_NAME:
+        raise where.error(f"expected up to {MAX_SUITE_NAME} letters, digits, '_', '.', '-' "
+                          f"(it names the results directory), got {shown(name)}", fld="name")
     if not isinstance(raw["description"], str) or not raw["description"].strip():
         raise where.error("expected a non-empty string", fld="description")
     layers_raw = raw["layers"]
@@ -425,31 +272,30 @@ def parse_suite(text: str, path: Path) -> Suite:
             raise where.error(f"duplicate layer name (first at layer {seen[layer.name]})",
                               i, layer.name, "name")
         seen[layer.name] = i
-    reference = None
-    if "reference" in raw:
-        ref = raw["reference"]
-        if not isinstance(ref, dict) or "macs" not in ref or "source" not in ref:
-            raise where.error("expected a mapping with 'macs' and 'source'", fld="reference")
-        macs = ref["macs"]
-        if isinstance(macs, str):  # YAML 1.1 reads 4.09e9 (no dot in exponent) as a string
-            with contextlib.suppress(ValueError):
-                macs = float(macs)
-        if isinstance(macs, bool) or not isinstance(macs, (int, float)) or macs <= 0:
-            raise where.error(f"expected a positive number, got {macs!r}", fld="reference.macs")
-        reference = Reference(macs=float(macs), source=str(ref["source"]),
-                              note=str(ref.get("note", "")))
+    reference = _parse_reference(raw["reference"], where) if "reference" in raw else None
     return Suite(name=name, description=raw["description"].strip(), layers=layers,
-                 sweep=_parse_sweep(raw.get("sweep"), where),
-                 network=str(raw.get("network", "")), reference=reference, path=path)
+                 sweep=parse_sweep(raw.get("sweep"), where),
+                 network=_text(raw, "network", where), reference=reference, path=path,
+                 where=where)
 
 
 def load_suite(path: str | Path) -> Suite:
     """Read and validate a suite file; a shipped suite may be named without its path."""
     path = resolve_suite_path(path)
     try:
-        text = path.read_text()
+        with open(path, "rb") as f:
+            data = f.read(MAX_SUITE_BYTES + 1)
     except OSError as exc:
-        raise SuiteError(f"{path}: cannot read suite: {exc.strerror}") from None
+        raise SuiteError(one_line(f"{path}: cannot read suite: {exc.strerror}")) from None
+    if len(data) > MAX_SUITE_BYTES:
+        raise SuiteError(f"{path}: larger than {MAX_SUITE_BYTES} bytes, the limit of a suite "
+                         f"file (convbench.spec.limits.MAX_SUITE_BYTES)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SuiteError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at "
+                         f"offset {exc.start}); suites are UTF-8 YAML") from None
     return parse_suite(text, path)
 
 
@@ -470,7 +316,16 @@ def resolve_suite_path(path: str | Path) -> Path:
     """``path`` itself where it exists or has a suffix; else the shipped suite of that name
     (``resnet50`` -> the shipped ``resnet50.yaml``)."""
     p = Path(path)
-    if p.exists() or p.suffix:
+    if exists(p) or p.suffix:
         return p
     shipped = shipped_suites_dir() / f"{p.name}.yaml"
-    return shipped if shipped.exists() else p
+    return shipped if exists(shipped) else p
+
+
+def exists(path: Path) -> bool:
+    """``path.exists()``, False where the name cannot be a file at all (too long: a
+    descriptor of 400 digits given where a suite or a descriptor may stand)."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
