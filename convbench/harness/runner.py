@@ -295,15 +295,11 @@ def run_suite(suite_path: str | Path, output: Path | None = None,
 def resume(path: Path, quiet: bool = False) -> Outcome:
     """Finish a partial results directory: only cases without a row are run."""
     store = ResultsStore.reopen(path)
-    options = RunOptions.from_json(store.manifest.get("options", {}))
-    check_counters_available(options.counters)
-    suite = load_suite(path / schema.SUITE_COPY)
-    plan = make_plan(suite, options)
-    planned = set(store.manifest.get("planned", []))
-    unknown = [c.case_id for c in plan.cases if c.case_id not in planned]
-    if unknown:
-        raise ConvbenchError(f"{path}: the plan has changed since the run started (e.g. "
-                             f"{unknown[0]}); start a new run")
+    try:
+        plan, options = _resumable_plan(path, store)
+    except BaseException:
+        store.close()   # the lock goes with it; nothing was written
+        raise
     busy = system.busy_warning(system.measure_busy(affinity.resolve_pool(options.cpus)))
     if busy:
         warnings.warn(busy, stacklevel=2)
@@ -311,3 +307,20 @@ def resume(path: Path, quiet: bool = False) -> Outcome:
                                                         "busy_warning": busy})
     store.set_status("running")
     return _execute(plan, store, options, quiet)
+
+
+def _resumable_plan(path: Path, store: ResultsStore) -> tuple[Plan, RunOptions]:
+    """The plan a reopened directory was started with, checked against its manifest."""
+    try:
+        options = RunOptions.from_json(store.manifest.get("options", {}))
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise ConvbenchError(f"{path}/{schema.MANIFEST}: damaged run options, cannot resume "
+                             f"({type(exc).__name__}: {exc}); start a new run") from None
+    check_counters_available(options.counters)
+    plan = make_plan(load_suite(path / schema.SUITE_COPY), options)
+    planned = set(store.manifest.get("planned", []))
+    unknown = [c.case_id for c in plan.cases if c.case_id not in planned]
+    if unknown:
+        raise ConvbenchError(f"{path}: the plan has changed since the run started (e.g. "
+                             f"{unknown[0]}); start a new run")
+    return plan, options
