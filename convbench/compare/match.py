@@ -171,12 +171,9 @@ def _results_side(run: Any, instruction_column: str | None) -> Side:
 
 
 def _load_pyperf_side(path: Path) -> Side:
-    import pyperf
+    from convbench.results.load import read_pyperf
 
-    try:
-        suite = pyperf.BenchmarkSuite.load(str(path))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConvbenchError(f"{path}: not a pyperf JSON file ({exc})") from None
+    suite = read_pyperf(path)
     samples = {}
     env: dict[str, Any] = {}
     for bench in suite.get_benchmarks():
