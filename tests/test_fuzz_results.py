@@ -193,7 +193,7 @@ def test_damaged_directory_loads_or_says_why(original, tmp_path, data):
     _outcome(label, lambda: load_results(run), run)
 
 
-@FUZZ
+@settings(FUZZ, max_examples=max(10, EXAMPLES * 2 // 3))   # two compares per example
 @given(data=st.data())
 def test_damaged_directory_compares_or_says_why(original, tmp_path, data):
     run, label = data.draw(damaged(original, tmp_path / "run"))
@@ -201,7 +201,7 @@ def test_damaged_directory_compares_or_says_why(original, tmp_path, data):
     _outcome("compare (reversed) " + label, lambda: compare_runs(run, original), run)
 
 
-@settings(FUZZ, max_examples=max(10, EXAMPLES // 10))
+@settings(FUZZ, max_examples=max(8, EXAMPLES // 15))
 @given(data=st.data())
 def test_damaged_directory_reports_or_says_why(original, tmp_path, data):
     """The whole report (figures included) where the damage left a loadable directory:

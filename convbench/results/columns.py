@@ -153,18 +153,19 @@ def check_cases(table: pd.DataFrame) -> None:
     bad = ~(np.isfinite(median) & (median > 0))
     if bad.any():
         case = table.loc[ok, "case_id"][bad].iloc[0]
-        raise ValueError(f"ok case {case} has median_s {median[bad].iloc[0]!r}, not a positive "
-                         "time")
+        raise ValueError(f"ok case {case} has median_s {float(median[bad].iloc[0])!r}, not a "
+                         "positive time")
 
 
 def check_values(values: pd.DataFrame) -> None:
-    """Every raw value belongs to a case and is a finite, non-negative time (ValueError)."""
+    """Every raw value belongs to a case and is a finite, positive time (ValueError): a
+    calibrated timing is never 0 s, and compare divides by it."""
     if values["case_id"].isna().any():
         raise ValueError("value(s) without case_id")
     value = values["value"]
-    bad = ~(np.isfinite(value) & (value >= 0))
+    bad = ~(np.isfinite(value) & (value > 0))
     if bad.any():
-        raise ValueError(f"value {value[bad].iloc[0]!r} of case "
+        raise ValueError(f"value {float(value[bad].iloc[0])!r} of case "
                          f"{values['case_id'][bad].iloc[0]} is not a time")
     for column in ("process", "round"):
         if column in values and values[column].isna().any():
