@@ -16,6 +16,7 @@ import click
 
 from convbench import __version__
 from convbench.errors import ConvbenchError
+from convbench.textsafe import one_line
 
 
 class _LazyGroup(click.Group):
@@ -58,13 +59,20 @@ def main(argv: list[str] | None = None) -> None:
     warnings.showwarning = _show_warning
     try:
         rv = cli.main(args=argv, prog_name="convbench", standalone_mode=False)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        # click turns EOFError into Abort as well as Ctrl-C; convbench never prompts, so
+        # an EOFError is a reader's bug (a truncated gzip file was one) and keeps its
+        # traceback instead of passing for an interrupt (exit 130)
+        if isinstance(exc.__context__, EOFError):
+            raise exc.__context__ from None
         click.echo("convbench: interrupted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except ConvbenchError as exc:
-        click.echo(f"convbench: error: {exc}", err=True)
+        # one line, whatever the message quotes (a path or layer name with a newline or
+        # an escape sequence in it)
+        click.echo(f"convbench: error: {one_line(str(exc), 2000)}", err=True)
         sys.exit(exc.exit_code)
     sys.exit(rv if isinstance(rv, int) else 0)

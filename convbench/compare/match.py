@@ -152,7 +152,8 @@ def _results_side(run: Any, instruction_column: str | None) -> Side:
                 processes = group["process"].to_numpy(dtype=int)
             if "ref_value" in group:
                 ref = group["ref_value"].to_numpy(dtype=float)
-                normalised = raw / ref
+                with np.errstate(divide="ignore", invalid="ignore"):  # judged just below
+                    normalised = raw / ref
         has_ref = normalised.size > 0 and bool(np.all(np.isfinite(normalised)))
         samples[key] = Sample(
             key=key, case_id=str(row["case_id"]), suite=str(row.get("suite") or ""),
@@ -171,12 +172,9 @@ def _results_side(run: Any, instruction_column: str | None) -> Side:
 
 
 def _load_pyperf_side(path: Path) -> Side:
-    import pyperf
+    from convbench.results.load import read_pyperf
 
-    try:
-        suite = pyperf.BenchmarkSuite.load(str(path))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConvbenchError(f"{path}: not a pyperf JSON file ({exc})") from None
+    suite = read_pyperf(path)
     samples = {}
     env: dict[str, Any] = {}
     for bench in suite.get_benchmarks():

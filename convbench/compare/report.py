@@ -15,6 +15,7 @@ from xml.etree import ElementTree
 from convbench.compare import decision, gate
 from convbench.compare.gate import Comparison, VariantResult
 from convbench.textable import format_table
+from convbench.textsafe import markdown, terminal, xml_text
 
 FORMATS = ("text", "md", "json")
 
@@ -133,17 +134,19 @@ def settings_line(comparison: Comparison, fail_on: str) -> str:
 
 
 def format_text(comparison: Comparison, fail_on: str) -> str:
-    lines = [settings_line(comparison, fail_on),
+    """The terminal table; paths, warnings and notes quote user strings, so every line
+    has its control characters escaped (the table's cells are escaped by format_table)."""
+    lines = [terminal(settings_line(comparison, fail_on)),
              format_table([HEADER, *_rows(comparison, fail_on)], right=(2, 4, 5, 7))]
-    lines += [f"warning: {w}" for w in comparison.warnings]
-    lines += [f"note: {n}" for n in comparison.notes]
+    lines += [terminal(f"warning: {w}") for w in comparison.warnings]
+    lines += [terminal(f"note: {n}") for n in comparison.notes]
     lines.append(summary(comparison, fail_on))
     return "\n".join(lines)
 
 
 def _md_table(rows: list[tuple[str, ...]]) -> list[str]:
     def cells(row: tuple[str, ...]) -> str:
-        return "| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |"
+        return "| " + " | ".join(markdown(str(c)) for c in row) + " |"
 
     return [cells(HEADER), "|" + "---|" * len(HEADER), *(cells(r) for r in rows)]
 
@@ -153,11 +156,11 @@ def format_markdown(comparison: Comparison, fail_on: str) -> str:
     rows = _rows(comparison, fail_on)
     changed = [r for r in rows if not r[0].startswith(decision.NO_CHANGE)]
     lines = [f"### convbench compare: {summary(comparison, fail_on)}", "",
-             settings_line(comparison, fail_on), ""]
+             markdown(settings_line(comparison, fail_on)), ""]
     if changed:
         lines += [*_md_table(changed), ""]
-    lines += [f"> warning: {w}" for w in comparison.warnings]
-    lines += [f"> note: {n}" for n in comparison.notes]
+    lines += [f"> warning: {markdown(w)}" for w in comparison.warnings]
+    lines += [f"> note: {markdown(n)}" for n in comparison.notes]
     lines += ["", f"<details><summary>all {len(rows)} variants</summary>", "",
               *_md_table(rows), "", "</details>"]
     return "\n".join(lines)
@@ -190,13 +193,17 @@ def write_junit(comparison: Comparison, fail_on: str, path: str | Path) -> None:
                                 tests=str(len(results)), failures=str(sum(failing)),
                                 errors="0", skipped=str(sum(skipping)))
     for r, bad, skip in zip(results, failing, skipping, strict=True):
-        case = ElementTree.SubElement(suite, "testcase", classname=f"convbench.{r.sample.layer}",
-                                      name=r.sample.case_id)
-        text = f"{verdict_text(r)}; ratio {_ratio_text(r.time) or 'n/a'}"
+        # layer names and reasons may hold characters XML forbids: escaped, so the file
+        # stays one a CI server can parse
+        case = ElementTree.SubElement(suite, "testcase",
+                                      classname=xml_text(f"convbench.{r.sample.layer}"),
+                                      name=xml_text(r.sample.case_id))
+        verdict = xml_text(verdict_text(r))
+        text = f"{verdict}; ratio {_ratio_text(r.time) or 'n/a'}"
         if bad:
-            ElementTree.SubElement(case, "failure", message=verdict_text(r),
+            ElementTree.SubElement(case, "failure", message=verdict,
                                    type="regression").text = text
         elif skip:
-            ElementTree.SubElement(case, "skipped", message=verdict_text(r))
+            ElementTree.SubElement(case, "skipped", message=verdict)
         ElementTree.SubElement(case, "system-out").text = text
     ElementTree.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)

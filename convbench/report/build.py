@@ -82,21 +82,22 @@ def _write_csv(runs: Loaded, sections, joined, out: Path) -> Path:
 
 
 def _write_markdown(runs: Loaded, sections, joined, figures, out: Path) -> Path:
-    from convbench.report.text import _md_cell, markdown_table
+    from convbench.report.text import markdown_table
+    from convbench.textsafe import markdown
 
-    lines = [f"# {_md_cell(_title(runs))}", ""]
+    lines = [f"# {markdown(_title(runs))}", ""]
     for name in runs.names:
-        lines += [f"## Environment: {_md_cell(name)}", "",
+        lines += [f"## Environment: {markdown(name)}", "",
                   markdown_table(pd.DataFrame(environment_items(runs.environments[name]),
                                               columns=["key", "value"]))]
     for section in PER_RUN:
         lines += [f"## {section.title}", "", section.about, ""]
         for name in runs.names:
-            lines += [f"### {_md_cell(name)}", "", markdown_table(sections[name][section.key])]
+            lines += [f"### {markdown(name)}", "", markdown_table(sections[name][section.key])]
     if joined is not None:
         lines += ["## Runs side by side", "", markdown_table(joined)]
     lines += ["## Figures", ""]
-    lines += [f"![{_md_cell(f.title)}]({f.path.name})\n\n{_md_cell(f.caption)}\n"
+    lines += [f"![{markdown(f.title)}]({f.path.name})\n\n{markdown(f.caption)}\n"
               for f in figures]
     path = out / "report.md"
     path.write_text("\n".join(lines))

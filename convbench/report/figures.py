@@ -23,6 +23,7 @@ import pandas as pd
 
 from convbench.machine.store import bandwidth_for, peak_for
 from convbench.report import aggregate
+from convbench.textsafe import file_part, mathtext
 
 Runs = dict[str, pd.DataFrame]
 DPI = 100
@@ -37,7 +38,15 @@ class Figure:
 
 
 def _short(text: str, width: int = 28) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """A user string (layer, run, algorithm, parameter) as a figure label: shortened, then
+    made literal for matplotlib (textsafe.mathtext).  Every such string passes here."""
+    text = str(text)
+    return mathtext(text if len(text) <= width else text[: width - 1] + "…")
+
+
+def _label(text: object) -> str:
+    """A user string as a figure label at its full length."""
+    return _short(str(text), 10**6)
 
 
 def _colors(names: list[str]) -> dict[str, Any]:
@@ -85,10 +94,10 @@ def bars_by_layer(runs: Runs, out: Path) -> list[Figure]:
                 high = flops / rows["ci_low_s"] / 1e9
                 err = np.vstack([(gflops - low).clip(lower=0).fillna(0),
                                  (high - gflops).clip(lower=0).fillna(0)])
-                ax.bar(x, gflops, width, yerr=err, capsize=2, label=alg, color=colors[alg])
+                ax.bar(x, gflops, width, yerr=err, capsize=2, label=_label(alg), color=colors[alg])
             ax.set_xticks(np.arange(len(layers)), [_short(s) for s in layers], rotation=30,
                           ha="right")
-            ax.set_title(f"{name}: {t} thread{'s' if t > 1 else ''}")
+            ax.set_title(f"{_label(name)}: {t} thread{'s' if t > 1 else ''}")
             ax.grid(axis="y", alpha=0.3)
         axes[0].set_ylabel("GFLOP/s (best variant, 95% CI of the median)")
         axes[-1].legend(fontsize="small", loc="best")
@@ -122,13 +131,13 @@ def roofline(runs: Runs, envs: dict[str, dict], out: Path) -> list[Figure]:
                 sel = ok["algorithm"] == alg
                 if sel.any():
                     ax.scatter(ai[sel], ok.loc[sel, "gflops"], s=16, alpha=0.75,
-                               color=colors[alg], label=alg, zorder=3)
+                               color=colors[alg], label=_label(alg), zorder=3)
             machine = envs.get(name, {}).get("machine")
             if not _draw_roofs(ax, machine, t, ai):
                 bare.append(name)
-                ax.set_title(f"{name}: no machine limits recorded, no roofs")
+                ax.set_title(f"{_label(name)}: no machine limits recorded, no roofs")
             else:
-                ax.set_title(f"{name}: roofline, {t} thread{'s' if t > 1 else ''}")
+                ax.set_title(f"{_label(name)}: roofline, {t} thread{'s' if t > 1 else ''}")
             ax.set_xlabel("arithmetic intensity (FLOP / compulsory byte)")
             ax.grid(True, which="major", alpha=0.3)
             ax.legend(fontsize="x-small", loc="lower right")
@@ -193,18 +202,18 @@ def heatmaps(runs: Runs, out: Path) -> list[Figure]:
                     index=f"p:{p1}", columns=f"p:{p2}", values="median_s", aggfunc="min")
                 ms = grid.to_numpy() * 1e3
                 im = ax.imshow(ms, cmap="viridis_r", aspect="auto")
-                ax.set_xticks(range(grid.shape[1]), [str(v) for v in grid.columns])
-                ax.set_yticks(range(grid.shape[0]), [str(v) for v in grid.index])
-                ax.set_xlabel(p2)
-                ax.set_ylabel(p1)
+                ax.set_xticks(range(grid.shape[1]), [_label(v) for v in grid.columns])
+                ax.set_yticks(range(grid.shape[0]), [_label(v) for v in grid.index])
+                ax.set_xlabel(_label(p2))
+                ax.set_ylabel(_label(p1))
                 ax.set_title(_short(layer, 34), fontsize="small")
                 for (i, j), v in np.ndenumerate(ms):
                     if np.isfinite(v):
                         ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=7,
                                 color="white" if v > np.nanmean(ms) else "black")
                 fig.colorbar(im, ax=ax, label="ms")
-            fig.suptitle(f"{name}: {alg} median time (ms) over {p1} x {p2}")
-            figures.append(_save(fig, out / f"heatmap_{alg}_{run_i}.png",
+            fig.suptitle(_label(f"{name}: {alg} median time (ms) over {p1} x {p2}"))
+            figures.append(_save(fig, out / f"heatmap_{file_part(alg)}_{run_i}.png",
                                  f"{alg}: {p1} x {p2} ({name})",
                                  "Best median time (ms) over the other parameters; yellow is "
                                  "fastest, dark purple slowest."))
@@ -220,11 +229,12 @@ def thread_scaling(runs: Runs, out: Path) -> list[Figure]:
     fig, axes = _panels(len(runs))
     for ax, (name, frame) in zip(axes, scaling.items(), strict=True):
         for alg, rows in frame.groupby("algorithm", sort=False):
-            ax.plot(rows["threads"], rows["gflops"], marker="o", color=colors[alg], label=alg)
+            ax.plot(rows["threads"], rows["gflops"], marker="o", color=colors[alg],
+                    label=_label(alg))
         if not frame.empty:
             ax.set_xticks(sorted(frame["threads"].unique()))
         ax.set_xlabel("threads")
-        ax.set_title(f"{name}: thread scaling")
+        ax.set_title(f"{_label(name)}: thread scaling")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     axes[0].set_ylabel("network GFLOP/s (count-weighted)")
@@ -254,16 +264,16 @@ def counter_panels(runs: Runs, out: Path) -> list[Figure]:
         for row, metric in enumerate(metrics):
             ax = grid[row][col]
             if metric not in best:
-                ax.set_title(f"{name}: {metric} not recorded", fontsize="small")
+                ax.set_title(f"{_label(name)}: {metric} not recorded", fontsize="small")
                 continue
             for i, alg in enumerate(algs):
                 vals = best[best["algorithm"] == alg].set_index("layer").reindex(layers)[metric]
                 ax.bar(np.arange(len(layers)) + (i - (len(algs) - 1) / 2) * width, vals, width,
-                       color=colors[alg], label=alg)
+                       color=colors[alg], label=_label(alg))
             ax.set_xticks(np.arange(len(layers)), [_short(s) for s in layers], rotation=20,
                           ha="right", fontsize="small")
             ax.set_ylabel(metric)
-            ax.set_title(f"{name}: {metric}", fontsize="small")
+            ax.set_title(f"{_label(name)}: {metric}", fontsize="small")
             ax.grid(axis="y", alpha=0.3)
     grid[0][-1].legend(fontsize="x-small")
     fig.tight_layout()
@@ -291,7 +301,7 @@ def network_stack(runs: Runs, out: Path) -> list[Figure]:
         ax.bar(range(len(plans)), ms, 0.6, bottom=bottoms, color=cmap(i % 20),
                label=_short(layer, 32))
         bottoms += ms
-    ax.set_xticks(range(len(plans)), list(plans))
+    ax.set_xticks(range(len(plans)), [_label(p) for p in plans])
     ax.set_ylabel("network time (ms), count-weighted")
     t = min(int(p["threads"].min()) for p in plans.values() if len(p))
     ax.set_title(f"Best plan: time per layer, {t} thread{'s' if t > 1 else ''}")
@@ -321,12 +331,12 @@ def run_ratio(runs: Runs, out: Path) -> list[Figure]:
         x = algorithm.map({a: i for i, a in enumerate(algs)}) + offset
         sel = ratio.notna()
         ax.scatter(x[sel] + rng.uniform(-0.08, 0.08, sel.sum()), ratio[sel], s=12, alpha=0.7,
-                   color=colors[name], label=f"{name} / {names[0]}")
+                   color=colors[name], label=_label(f"{name} / {names[0]}"))
     ax.axhline(1.0, color="black", lw=1)
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FormatStrFormatter("%.2g"))
     ax.yaxis.set_minor_formatter(FormatStrFormatter("%.2g"))
-    ax.set_xticks(range(len(algs)), algs)
+    ax.set_xticks(range(len(algs)), [_label(a) for a in algs])
     ax.set_ylabel("median time ratio (< 1: faster)")
     ax.set_title("Run vs run, every case joined on identity")
     ax.grid(axis="y", alpha=0.3, which="both")

@@ -1,8 +1,9 @@
 """One self-contained HTML page: environments, tables, figures (PNGs inlined as data URIs).
 
 Every string that comes from a suite or a results file passes through :func:`html.escape`
-(via :func:`_e`), so a layer named ``<script>`` shows as text.  The sortable tables use a
-few lines of inline JavaScript and nothing from the network: the page works offline.
+(via :func:`_e`), so a layer named ``<script>`` shows as text (and an escape sequence as
+``\\x1b``).  The sortable tables use a few lines of inline JavaScript and nothing from the
+network: the page works offline.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pandas as pd
 
 from convbench.report.figures import Figure
 from convbench.report.tables import as_text
+from convbench.textsafe import terminal
 
 _STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em auto;max-width:1500px;padding:0 1em;
@@ -59,7 +61,9 @@ document.querySelectorAll("table.sortable th").forEach(function (th) {
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    # control characters shown as escapes too: a browser ignores them, but whoever reads
+    # the file in a terminal would get the escape sequence of a hostile layer name
+    return html.escape(terminal(str(value)), quote=True)
 
 
 def table_html(frame: pd.DataFrame, table_id: str) -> str:

@@ -16,6 +16,7 @@ from convbench.identity import CaseKey
 from convbench.report import aggregate
 from convbench.status import BROKEN, STATUSES, Status
 from convbench.textable import format_table
+from convbench.textsafe import terminal
 
 MAX_REPRODUCERS = 20
 
@@ -118,4 +119,6 @@ def run_summary(table: pd.DataFrame) -> str:
     lines.append("cases: " + (", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts)
                               or "none"))
     lines += reproducer_lines(table)
-    return "\n".join(lines)
+    # layer names and reasons come from the suite and the kernels: no escape sequence of
+    # theirs reaches the terminal (the tables' cells are escaped already)
+    return "\n".join(terminal(line) for line in "\n".join(lines).split("\n"))

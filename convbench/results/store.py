@@ -32,6 +32,7 @@ from typing import Any
 from convbench.errors import ConvbenchError
 from convbench.results import journal, pyperf_export, schema
 from convbench.results.lock import DirectoryLock
+from convbench.textsafe import csv_frame
 
 STATUS_RUNNING, STATUS_COMPLETE, STATUS_INTERRUPTED = "running", "complete", "interrupted"
 
@@ -299,7 +300,8 @@ def write_consolidated(path: Path, rows: list[dict[str, Any]], values: list[dict
                                             environment.get("cpu_model", "")))
     table = to_frame(rows)
     _atomic(path / schema.RESULTS_PARQUET, lambda tmp: table.to_parquet(tmp, index=False))
-    _atomic(path / schema.RESULTS_CSV, lambda tmp: table.to_csv(tmp, index=False))
+    # a layer named "=HYPERLINK(...)" must not become a formula in a spreadsheet
+    _atomic(path / schema.RESULTS_CSV, lambda tmp: csv_frame(table).to_csv(tmp, index=False))
 
 
 def replay(path: Path) -> tuple[Any, Any]:

@@ -123,8 +123,10 @@ def upgrade(contents: Contents, where: str) -> Contents:
     version = contents.manifest.get("format_version")
     if version == schema.FORMAT_VERSION:
         return contents
-    if not isinstance(version, int) or version not in STEPS:
-        newer = isinstance(version, int) and version > schema.FORMAT_VERSION
+    # true/false are ints to Python, and True == 1: a damaged manifest, not format 1
+    integer = isinstance(version, int) and not isinstance(version, bool)
+    if not integer or version not in STEPS:
+        newer = integer and version > schema.FORMAT_VERSION
         hint = "upgrade convbench" if newer else "re-run the suite"
         raise ConvbenchError(f"{where}: results format version {version!r}, this convbench "
                              f"reads versions {min(STEPS)} to {schema.FORMAT_VERSION}; {hint}")
