@@ -138,8 +138,9 @@ def check(input_shape: Shape, ops: Iterable[Op],
         for name in op.inputs:
             if name not in shapes:
                 later = position.get(name)
-                why = (f"it is defined later (ops[{later}]): ops run in the order listed"
-                       if later is not None else "no such tensor")
+                why = ("no such tensor" if later is None else "an op cannot read its own "
+                       "output" if later == i else f"it is defined later (ops[{later}]): "
+                       "ops run in the order listed")
                 raise NetworkError(f"unknown input {shown(name)}: {why}", i, "from")
         if op.kind != "conv" and op.layer is not None:
             raise NetworkError(f"only a conv names a layer, not a {op.kind}", i, "layer")
