@@ -185,6 +185,12 @@ def test_unknown_op_field_names_the_op(tmp_path):
     assert "network.ops[1] ('r1')" in message and "unknown field(s) size" in message
 
 
+def test_yaml_errors_inside_an_op_name_it(tmp_path):
+    _, message = _refused(tmp_path, "op: relu}", "op: relu, op: relu6}")
+    assert "not valid YAML" in message and "network.ops[1]" in message
+    assert f"{tmp_path / 'net.yaml'}:{FIRST_OP_LINE + 1}:" in message
+
+
 def test_count_must_equal_occurrences(tmp_path):
     path = tmp_path / "net.yaml"
     path.write_text(HEAD.replace("count: 2", "count: 3") + NET)

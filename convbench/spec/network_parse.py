@@ -67,6 +67,28 @@ def _op_lines(root: Any) -> list[int]:
     return [item.start_mark.line + 1 for item in node.value]
 
 
+def op_field(network: Any, index: int) -> str | None:
+    """``network.ops[i]`` (with the op's field when known) around character ``index`` of the
+    text, for YAML errors inside an op (a duplicate key); None outside the ops."""
+    import yaml
+
+    def inside(node: Any) -> bool:
+        return node.start_mark.index <= index < max(node.end_mark.index,
+                                                     node.start_mark.index + 1)
+
+    if not isinstance(network, yaml.MappingNode):
+        return None
+    ops = next((v for k, v in network.value if getattr(k, "value", None) == "ops"), None)
+    if not isinstance(ops, yaml.SequenceNode):
+        return None
+    for i, item in enumerate(ops.value):
+        if inside(item):
+            fields = [key(k.value) for k, v in getattr(item, "value", ())
+                      if isinstance(k, yaml.ScalarNode) and (inside(k) or inside(v))]
+            return f"network.ops[{i}]" + (f".{fields[0]}" if fields else "")
+    return None
+
+
 def _int(value: Any, least: int) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)
             and least <= value <= MAX_DIMENSION)

@@ -45,7 +45,7 @@ from convbench.spec import safe_yaml
 from convbench.spec.descriptor import DescriptorError, parse_descriptor
 from convbench.spec.limits import MAX_DIMENSION, MAX_SUITE_BYTES, MAX_SUITE_NAME, shown
 from convbench.spec.network import Network
-from convbench.spec.network_parse import parse_network
+from convbench.spec.network_parse import op_field, parse_network
 from convbench.spec.problem import SHAPE_FIELDS, ConvProblem, ProblemError
 from convbench.spec.sweep import (  # noqa: F401  (re-exported: the suite's vocabulary)
     CACHE_MODES,
@@ -145,6 +145,8 @@ def _locate(root: Any, index: int) -> tuple[int | None, str, str | None]:
         if not (inside(k) or inside(value)):
             continue
         top = key(getattr(k, "value", "")) or None
+        if top == "network":
+            return None, "", op_field(value, index) or top
         if top != "layers" or not isinstance(value, yaml.SequenceNode):
             return None, "", top
         for i, item in enumerate(value.value):
