@@ -1,8 +1,11 @@
-"""``convbench show SUITE``: a suite's layer table with FLOPs, counts and network total."""
+"""``convbench show SUITE``: a suite's layer table with FLOPs, counts and network total, and
+a summary of its network graph when it has one."""
 
 from __future__ import annotations
 
 import click
+
+from convbench.spec.network import Network
 
 
 @click.command("show")
@@ -30,3 +33,21 @@ def command(suite: str) -> None:
         total += f"; reference {s.reference.macs / 1e9:.3f} GMAC ({dev:+.1%}), "
         total += s.reference.source
     click.echo(total)
+    if s.graph is not None:
+        for line in network_lines(s.graph):
+            click.echo(line)
+
+
+def network_lines(graph: Network, first: int = 6) -> list[str]:
+    """A few lines on the suite's graph: ops by kind, conv occurrences, the shapes chain."""
+    kinds = ", ".join(f"{n} {kind}" for kind, n in graph.kinds().items())
+    occurrences = graph.occurrences()
+    head = ", ".join(f"{op.name}({', '.join(op.inputs)})" for op in graph.ops[:first])
+    more = f", ... ({len(graph.ops) - first} more)" if len(graph.ops) > first else ""
+    return [
+        f"network: {len(graph.ops)} ops ({kinds}); {sum(occurrences.values())} conv "
+        f"occurrences of {len(occurrences)} layers, each layer run count times",
+        f"  shapes chain: input {graph.shape('input')} -> {graph.output} "
+        f"{graph.shape(graph.output)} (mb, c, h, w)",
+        f"  first ops, op(inputs): {head}{more}",
+    ]

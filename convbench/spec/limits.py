@@ -29,6 +29,9 @@ MAX_SUITE_NAME = 64
 MAX_SUITE_BYTES = 1 << 20
 # Nesting of YAML collections: a suite nests four deep (sweep.params.<alg>.<knob>).
 MAX_YAML_DEPTH = 16
+# Ops of a suite's network (network.ops): ResNet-50 has 125, the largest ImageNet nets a
+# few thousand; the graph is checked op by op, so the bound only keeps a file's work small.
+MAX_NETWORK_OPS = 10_000
 # Seconds of timing.min_time and timing.timeout: finite, at most a day.
 MAX_SECONDS = 86_400.0
 # timing.values, timing.warmups, timing.processes and a thread count.

@@ -10,7 +10,8 @@ Format::
 
     name: resnet50                 # required, [A-Za-z0-9_.-]+, at most 64 characters
     description: ...               # required, say where the shapes come from
-    network: ResNet-50 v1.5        # optional
+    network: ResNet-50 v1.5        # optional: the title, or the graph (network_parse):
+    #   network: {title: ..., input: {c: 3, h: 224, w: 224}, ops: [{op: conv, layer: conv1}, ...]}
     reference:                     # optional: published conv MACs to check totals against
       macs: 4.09e9
       source: "He et al. 2016, Table 1"
@@ -43,6 +44,8 @@ from convbench.errors import SuiteError
 from convbench.spec import safe_yaml
 from convbench.spec.descriptor import DescriptorError, parse_descriptor
 from convbench.spec.limits import MAX_DIMENSION, MAX_SUITE_BYTES, MAX_SUITE_NAME, shown
+from convbench.spec.network import Network
+from convbench.spec.network_parse import op_field, parse_network
 from convbench.spec.problem import SHAPE_FIELDS, ConvProblem, ProblemError
 from convbench.spec.sweep import (  # noqa: F401  (re-exported: the suite's vocabulary)
     CACHE_MODES,
@@ -83,11 +86,21 @@ class Suite:
     description: str
     layers: tuple[Layer, ...]
     sweep: SweepSpec = field(default_factory=SweepSpec)
-    network: str = ""
+    network: str = ""                # the network's title
     reference: Reference | None = None
     path: Path | None = None
     # Lines of the file's fields, for errors found later (the planner's); not identity.
     where: Where | None = field(default=None, compare=False, repr=False)
+    # The layers in execution order with the ops between them; None when the suite's
+    # `network` is only a title.
+    graph: Network | None = None
+
+    def layer(self, name: str) -> Layer:
+        """The layer named ``name``; KeyError if the suite has none."""
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise KeyError(name)
 
     @property
     def total_macs(self) -> int:
@@ -132,6 +145,8 @@ def _locate(root: Any, index: int) -> tuple[int | None, str, str | None]:
         if not (inside(k) or inside(value)):
             continue
         top = key(getattr(k, "value", "")) or None
+        if top == "network":
+            return None, "", op_field(value, index) or top
         if top != "layers" or not isinstance(value, yaml.SequenceNode):
             return None, "", top
         for i, item in enumerate(value.value):
@@ -273,10 +288,12 @@ def parse_suite(text: str, path: Path) -> Suite:
                               i, layer.name, "name")
         seen[layer.name] = i
     reference = _parse_reference(raw["reference"], where) if "reference" in raw else None
+    title, graph = "", None
+    if "network" in raw:
+        title, graph = parse_network(raw["network"], layers, where, root)
     return Suite(name=name, description=raw["description"].strip(), layers=layers,
-                 sweep=parse_sweep(raw.get("sweep"), where),
-                 network=_text(raw, "network", where), reference=reference, path=path,
-                 where=where)
+                 sweep=parse_sweep(raw.get("sweep"), where), network=title,
+                 reference=reference, path=path, where=where, graph=graph)
 
 
 def load_suite(path: str | Path) -> Suite:

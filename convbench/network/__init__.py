@@ -1,0 +1,1 @@
+"""Whole networks: running a suite's graph (:mod:`convbench.spec.network`) end to end."""
