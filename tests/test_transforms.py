@@ -54,3 +54,44 @@ def test_block_padding_is_written_as_zeros():
 def test_layouts_of_adds_the_plain_layouts_in_order():
     assert transforms.layouts_of({("nchw16c", "nchw32c")}) == (
         "nchw", "nhwc", "nchw16c", "nchw32c")
+
+
+TINY_SUITE = """\
+name: tiny
+description: one small layer with an odd channel count, for the transforms measurement
+layers:
+  - {name: c1, shape: mb1ic3ih6oc17oh6kh3ph1}
+sweep:
+  algorithms: [nchwc]
+  threads: [1]
+  params: {nchwc: {ic_bn: [8], oc_bn: [16], reg_n: [7]}}
+  timing: {min_time: 0.0002, values: 3, warmups: 0, timeout: 60, processes: 1}
+"""
+
+
+def test_the_layouts_measured_are_those_the_sweep_uses(tmp_path):
+    from convbench.harness import transform_run
+    from convbench.spec.suite import load_suite
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY_SUITE)
+    suite = load_suite(path)
+    assert transform_run.sweep_layouts(suite) == ("nchw", "nhwc", "nchw8c", "nchw16c")
+    assert transform_run.tensor_shapes(suite) == [(1, 3, 6, 6), (1, 17, 6, 6)]
+
+
+def test_a_tiny_measurement_writes_finite_medians(tmp_path, cli):
+    import pandas as pd
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY_SUITE)
+    code, _out, err = cli("transforms", path, "--layouts", "nchw,nchw16c", "-o",
+                         tmp_path / "out")
+    assert code == 0, err
+    frame = pd.read_parquet(tmp_path / "out" / "transforms.parquet")
+    assert sorted(zip(frame.c, frame.from_layout, frame.to_layout, strict=True)) == [
+        (3, "nchw", "nchw16c"), (3, "nchw16c", "nchw"),
+        (17, "nchw", "nchw16c"), (17, "nchw16c", "nchw")]
+    assert (frame.status == "ok").all() and (frame.n_values == 3).all()
+    assert np.isfinite(frame.median_s).all() and (frame.median_s > 0).all()
+    assert frame.host.nunique() == 1 and (frame.threads == 1).all()
