@@ -183,3 +183,55 @@ def test_a_layer_without_costs_is_named():
     with pytest.raises(plan.PlanError, match="layer 'B'"):
         plan.optimal(_residual(), {"A": [Candidate("A", "nchw", "nchw", 1.0)]},
                      lambda *a: 0.0)
+
+
+def _record(layer: str, algorithm: str, layout: str, params: dict, seconds: float,
+            round_: int = 1) -> str:
+    import json
+
+    return json.dumps({"host": "h", "layer": layer, "descriptor": "", "algorithm": algorithm,
+                       "layout": layout, "params": params, "threads": 1,
+                       "vector_width": "auto", "cache": "warm", "round": round_,
+                       "median_s": seconds, "status": "ok"})
+
+
+def test_plan_command_from_records_and_transforms(tmp_path, cli, monkeypatch):
+    """Records (the last round counts) and transforms.parquet in, table and plan.json out."""
+    import json
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from convbench.spec import suite as suite_module
+
+    blocked = {"ic_bn": 16, "oc_bn": 16, "reg_n": 7, "unroll_ker": False}
+    (tmp_path / "records.jsonl").write_text("\n".join([
+        _record("A", "direct", "nchw", {}, 10e-3),
+        _record("A", "nchwc", "nchwxc", blocked, 9e-3, round_=1),
+        _record("A", "nchwc", "nchwxc", blocked, 4e-3, round_=2),   # the last round counts
+        _record("B", "direct", "nchw", {}, 10e-3),
+        _record("B", "nchwc", "nchwxc", blocked, 4e-3)]) + "\n")
+    pd.DataFrame([{"mb": 1, "c": 16, "h": 4, "w": 4, "from_layout": a, "to_layout": b,
+                   "threads": 1, "median_s": 1e-3, "status": "ok"}
+                  for a, b in [("nchw", "nchw16c"), ("nchw16c", "nchw")]]
+                 ).to_parquet(tmp_path / "transforms.parquet")
+    monkeypatch.setattr(suite_module, "load_suite",
+                        lambda path: SimpleNamespace(name="toy", graph=_residual()))
+    code, out, err = cli("plan", "toy", "--records", tmp_path / "records.jsonl",
+                         "--transforms", tmp_path, "-o", tmp_path / "plan.json", "-v")
+    assert code == 0, err
+    assert "per-layer bound" in out and "pays nchw->nchw16c" in out
+    document = json.loads((tmp_path / "plan.json").read_text())
+    assert document["format_version"] == 1 and document["host"] == "h"
+    assert [op["variant"] for op in document["ops"] if op["kind"] == "conv"] == [
+        "nchwc/nchwxc/ic_bn=16/oc_bn=16/reg_n=7/unroll_ker=False"] * 3
+    assert document["predicted"]["total_s"] == pytest.approx(14e-3)
+    assert document["alternatives"]["all-nchw"]["total_s"] == pytest.approx(30e-3)
+    assert "unavailable" in document["alternatives"]["all-nhwc"]
+
+
+def test_plan_command_says_when_the_suite_has_no_graph(tmp_path, cli):
+    (tmp_path / "records.jsonl").write_text(_record("c", "direct", "nchw", {}, 1.0) + "\n")
+    code, _out, err = cli("plan", "smoke", "--records", tmp_path / "records.jsonl",
+                          "--transforms", tmp_path)
+    assert code == 2 and "has no network graph" in err
