@@ -121,6 +121,7 @@ class Prepared(ABC):
 
 Applicability = Callable[[ConvProblem, str, Mapping[str, ParamValue]], "str | None"]
 Builder = Callable[[ConvProblem, np.ndarray, str, Mapping[str, ParamValue]], Prepared]
+IoLayouts = Callable[[str, Mapping[str, ParamValue]], tuple[str, str]]
 
 
 def always(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]) -> str | None:
@@ -147,6 +148,14 @@ class Algorithm:
     baseline: bool = False
     error_growth: float = 1.0
     notes: str = ""
+    # The (in, out) activation layouts of a variant, known without building it (the layout
+    # plan needs them for every tuning record); None: both are the variant's layout.
+    io_layouts: IoLayouts | None = None
+
+    def activation_layouts(self, layout: str, params: Mapping[str, ParamValue]
+                           ) -> tuple[str, str]:
+        """The layouts :class:`Prepared` ``in_layout``/``out_layout`` will have."""
+        return (layout, layout) if self.io_layouts is None else self.io_layouts(layout, params)
 
     def param(self, name: str) -> Param:
         for p in self.params:

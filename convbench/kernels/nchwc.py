@@ -290,6 +290,11 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
     return None
 
 
+def _io_layouts(layout: str, params: Mapping[str, ParamValue]) -> tuple[str, str]:
+    return (layouts.blocked_name(int(params.get("ic_bn", DEFAULT_IC_BN))),
+            layouts.blocked_name(int(params.get("oc_bn", DEFAULT_OC_BN))))
+
+
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,
            params: Mapping[str, ParamValue]) -> Prepared:
     return BlockedNCHWc(problem, w, int(params["ic_bn"]), int(params["oc_bn"]),
@@ -317,6 +322,7 @@ ALGORITHMS = [
                   allowed=(False, True)),
         ),
         applies=_applies,
+        io_layouts=_io_layouts,
         notes="Channels zero padded to whole blocks (any IC, OC); any kernel, stride, "
               "padding, dilation; groups 1. Tiles over the register file skipped. Layout "
               "transforms timed by layout_transform_seconds / info(), not in run.",

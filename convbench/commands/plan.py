@@ -1,0 +1,72 @@
+"""``convbench plan``: the global layout plan of a suite's network from measured costs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+@click.command("plan")
+@click.argument("suite")
+@click.option("--records", type=click.Path(path_type=Path),
+              help="Tuning records (JSON lines of convbench tune): conv costs.")
+@click.option("--results", "results_dir", type=click.Path(path_type=Path),
+              help="A run's results directory: conv costs where no --records are given.")
+@click.option("--transforms", "transforms_dir", type=click.Path(path_type=Path),
+              required=True,
+              help="Directory holding transforms.parquet (convbench transforms SUITE).")
+@click.option("--threads", type=click.IntRange(min=1),
+              help="Thread count to plan for (default: the only one measured).")
+@click.option("--cache", help="Cache mode to plan for (default: the only one measured).")
+@click.option("--vector-width", help="Only this vector width's measurements.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write plan.json here.")
+@click.option("-v", "--verbose", is_flag=True, help="Say why each transform is paid.")
+def command(suite: str, records: Path | None, results_dir: Path | None,
+            transforms_dir: Path, threads: int | None, cache: str | None,
+            vector_width: str | None, output: Path | None, verbose: bool) -> int:
+    """Choose a variant for every conv of SUITE's network so that conv times plus the
+    layout transforms between them are smallest (an exact dynamic program), and compare
+    with the best all-NCHW and all-NHWC plans and the per-layer bound."""
+    from convbench.errors import ConvbenchError
+    from convbench.harness import transform_run
+    from convbench.plan import costs, layouts, report
+    from convbench.spec.suite import load_suite
+
+    if (records is None) == (results_dir is None):
+        raise ConvbenchError("give the conv costs as --records FILE or --results DIR")
+    loaded = load_suite(suite)
+    graph = getattr(loaded, "graph", None)
+    if graph is None:
+        raise ConvbenchError(f"suite {loaded.name} has no network graph: a plan needs the "
+                             "order of its ops and which tensors they read")
+    measured = costs.read_records(records) if records else costs.read_results(results_dir)
+    table = costs.cost_table(measured, threads, cache, vector_width)
+    transform_seconds = costs.TransformTable.from_frame(transform_run.load(transforms_dir),
+                                                        table.threads)
+    best = layouts.optimal(graph, table.costs, transform_seconds)
+    alternatives: dict[str, layouts.Plan | str] = {"optimal": best}
+    for layout in ("nchw", "nhwc"):
+        alternatives[f"all-{layout}"] = layouts.one_layout(graph, table.costs,
+                                                           transform_seconds, layout)
+    alternatives["per-layer bound"] = layouts.per_layer_bound(graph, table.costs)
+    click.echo(f"{loaded.name}: plan at {table.threads} thread(s), cache {table.cache}")
+    click.echo(report.plan_table(best))
+    click.echo("")
+    click.echo(report.alternatives_table(alternatives))
+    if verbose:
+        click.echo("")
+        click.echo("\n".join(report.explanations(best)))
+    estimated = [{"shape": list(s), "from_layout": a, "to_layout": b}
+                 for s, a, b in sorted(transform_seconds.estimated)]
+    if estimated:
+        click.echo(f"{len(estimated)} transform(s) on tensor shapes not measured were "
+                   "scaled from the nearest measured shape (listed in plan.json)")
+    if output is not None:
+        document = report.plan_json(best, alternatives, suite=loaded.name, hosts=table.hosts,
+                                    threads=table.threads, cache=table.cache,
+                                    estimated=estimated)
+        output.write_text(json.dumps(document, indent=1) + "\n")
+        click.echo(f"plan: {output}")
+    return 0

@@ -1,0 +1,172 @@
+"""The costs a layout plan is made from, read from what convbench measured.
+
+Conv candidates come from tuning records (JSON lines of ``convbench tune``: a candidate's
+time is the median of the last round it reached) or from a run's ``results.parquet`` (its
+median), one thread count, cache mode and optionally vector width at a time; a candidate's
+(in, out) layouts come from its algorithm
+(:meth:`convbench.kernels.base.Algorithm.activation_layouts`).  Transform costs come from
+``transforms.parquet`` (``convbench transforms``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from convbench.plan.layouts import Candidate, PlanError, Shape
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One measured variant of one layer, whatever file it came from."""
+
+    layer: str
+    variant: str
+    algorithm: str
+    layout: str
+    params: Mapping[str, Any]
+    threads: int
+    vector_width: str
+    cache: str
+    seconds: float
+    host: str = ""
+
+
+@dataclass(frozen=True)
+class CostTable:
+    """Candidates per layer at one thread count and cache mode, and where they came from."""
+
+    costs: dict[str, list[Candidate]]
+    threads: int
+    cache: str
+    hosts: tuple[str, ...]
+
+
+def read_records(path: Path) -> list[Measured]:
+    """Tuning records: per (layer, variant, threads, width, cache) the last round's median."""
+    if not Path(path).is_file():
+        raise PlanError(f"{path}: no such records file")
+    last: dict[tuple, tuple[int, Measured]] = {}
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+            if r.get("status", "ok") != "ok":
+                continue
+            params = r.get("params") or {}
+            m = Measured(r["layer"], r.get("variant") or _variant_id(r["algorithm"],
+                                                                     r["layout"], params),
+                         r["algorithm"], r["layout"], params, int(r["threads"]),
+                         str(r.get("vector_width", "auto")), str(r.get("cache", "warm")),
+                         float(r["median_s"]), str(r.get("host", "")))
+            round_ = int(r.get("round", 0))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise PlanError(f"{path}:{number}: not a tuning record ({exc})") from None
+        key = (m.layer, m.variant, m.threads, m.vector_width, m.cache)
+        if key not in last or round_ >= last[key][0]:
+            last[key] = (round_, m)
+    return [m for _, m in last.values()]
+
+
+def read_results(directory: Path) -> list[Measured]:
+    """A run's results: every ok case's median."""
+    from convbench.kernels.base import Variant
+    from convbench.results.load import load_results
+
+    results = load_results(directory, allow_partial=True)
+    host = str(results.environment.get("host", ""))
+    table = results.table[results.table.status == "ok"]
+    return [Measured(r.layer, r.variant, r.algorithm, r.layout,
+                     Variant.parse(r.variant).param_dict, int(r.threads), str(r.vector_width),
+                     str(r.cache), float(r.median_s), host)
+            for r in table.itertuples()]
+
+
+def _variant_id(algorithm: str, layout: str, params: Mapping[str, Any]) -> str:
+    from convbench.kernels.base import Variant
+
+    return Variant.of(algorithm, layout, params).id
+
+
+def _one(values: set, given: Any, what: str, option: str) -> Any:
+    if given is not None:
+        if given not in values:
+            raise PlanError(f"no measurements at {what} {given} (have "
+                            f"{', '.join(map(str, sorted(values)))})")
+        return given
+    if len(values) != 1:
+        raise PlanError(f"measurements at several {what}s ({', '.join(map(str, sorted(values)))}"
+                        f"): choose one with {option}")
+    return next(iter(values))
+
+
+def cost_table(measured: Iterable[Measured], threads: int | None = None,
+               cache: str | None = None, vector_width: str | None = None) -> CostTable:
+    """Candidates per layer at one thread count and cache mode (asked for, or the only one
+    measured); at several vector widths each width is its own candidate."""
+    from convbench.kernels import registry
+
+    rows = list(measured)
+    if not rows:
+        raise PlanError("no successful measurements to plan from")
+    threads = _one({m.threads for m in rows}, threads, "thread count", "--threads")
+    cache = _one({m.cache for m in rows}, cache, "cache mode", "--cache")
+    rows = [m for m in rows if m.threads == threads and m.cache == cache
+            and vector_width in (None, m.vector_width)]
+    widths = {m.vector_width for m in rows}
+    algorithms = registry.algorithms()
+    costs: dict[str, list[Candidate]] = {}
+    for m in rows:
+        if m.algorithm not in algorithms:
+            raise PlanError(f"layer {m.layer}: unknown algorithm {m.algorithm!r}")
+        src, dst = algorithms[m.algorithm].activation_layouts(m.layout, m.params)
+        name = m.variant if len(widths) == 1 else f"{m.variant}@{m.vector_width}"
+        costs.setdefault(m.layer, []).append(Candidate(name, src, dst, m.seconds))
+    return CostTable(costs, threads, cache, tuple(sorted({m.host for m in rows} - {""})))
+
+
+@dataclass
+class TransformTable:
+    """Transform seconds by (shape, from, to) at one thread count.  A shape not measured
+    (a tensor between glue ops, say the pooled output) is estimated from the same pair on
+    the measured shape nearest in size, scaled by element count; those are remembered in
+    ``estimated`` so the plan can say so."""
+
+    seconds_by_key: dict[tuple[Shape, str, str], float]
+    estimated: set[tuple[Shape, str, str]] = field(default_factory=set)
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, threads: int) -> TransformTable:
+        ok = frame[(frame.status == "ok") & (frame.threads == threads)]
+        if ok.empty:
+            raise PlanError(f"no transform timings at {threads} thread(s) (have "
+                            f"{', '.join(map(str, sorted(set(frame.threads))))})")
+        return cls({((int(r.mb), int(r.c), int(r.h), int(r.w)), r.from_layout, r.to_layout):
+                    float(r.median_s) for r in ok.itertuples()})
+
+    def __call__(self, shape: Shape, src: str, dst: str) -> float:
+        key = (tuple(shape), src, dst)
+        if key in self.seconds_by_key:
+            return self.seconds_by_key[key]  # type: ignore[index]
+        same_pair = [(s, t) for (s, a, b), t in self.seconds_by_key.items()
+                     if (a, b) == (src, dst)]
+        if not same_pair:
+            raise PlanError(f"no timing of the transform {src} -> {dst} (measure it with "
+                            f"convbench transforms SUITE --layouts ...,{src},{dst})")
+        size = _elements(shape)
+        nearest, seconds = min(same_pair, key=lambda st: abs(_elements(st[0]) - size))
+        self.estimated.add(key)  # type: ignore[arg-type]
+        return seconds * size / _elements(nearest)
+
+
+def _elements(shape: Iterable[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n

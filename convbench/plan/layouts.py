@@ -1,0 +1,319 @@
+"""The global layout plan: one variant per conv of a network, chosen for the whole network at
+once (NeoCPU, seed 002, section 3.3.2, Algorithm 2).
+
+Each conv can run any measured *candidate* of its layer: a variant with the activation
+layout it reads, the layout it writes and its time.  Where a tensor's consumer needs
+another layout than the one its producer wrote, that edge pays a transform.  Glue ops
+(relu, pools) run in whatever layout their input arrives in and keep it; an ``add`` needs
+its inputs in one layout, so it takes one input's layout and the others are transformed to
+it (the paper's rule).  The network input arrives in NCHW and the output is delivered in
+NCHW.  The plan minimises the sum of conv times, glue times and transform times.
+
+The search is exact: a dynamic program over the ops in execution order whose state is the
+layout of every *live* tensor (produced and still awaiting a consumer).  Which tensors are
+live after each op does not depend on the choices, so two partial plans with the same live
+layouts are interchangeable from there on and only the cheaper one is kept.  With V
+candidates per conv (V <= the number of (in, out) layout pairs after pruning) and L
+layouts, an op costs at most L^live x V steps; a chain network has one live tensor and a
+residual network at most two, so a ResNet-50 plans in milliseconds.  A graph with many
+concurrently live tensors (concatenations) would grow as L^live: the paper's register
+allocation heuristic is the answer there, not needed for the suites we ship.
+
+Also computed, for comparison: the best plan with every conv in one layout (all-NCHW,
+all-NHWC; transforms at the network's edges only) and the per-layer bound (each conv's
+fastest candidate, transforms ignored): no plan can beat it, and no real plan reaches it
+when the fastest candidates disagree on layouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from convbench.errors import ConvbenchError
+
+Shape = tuple[int, int, int, int]
+TransformSeconds = Callable[[Shape, str, str], float]
+NETWORK_INPUT = "input"
+PLAIN = "nchw"
+
+
+class PlanError(ConvbenchError):
+    """No plan can be made: a conv layer without costs, a graph the planner cannot read."""
+
+
+class OpLike(Protocol):
+    """What the planner reads of an op (convbench.spec.network.Op)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def inputs(self) -> tuple[str, ...]: ...
+    @property
+    def layer(self) -> str | None: ...
+
+
+class GraphLike(Protocol):
+    """What the planner reads of a network (convbench.spec.network.Network)."""
+
+    @property
+    def ops(self) -> tuple[OpLike, ...]: ...
+    @property
+    def output(self) -> str: ...
+    def shape(self, tensor: str) -> Shape: ...
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to run a conv layer: a variant, the layouts it reads and writes, its time."""
+
+    variant_id: str
+    in_layout: str
+    out_layout: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class EdgeTransform:
+    """``tensor`` converted from ``src`` to ``dst`` for ``consumer`` (an op, or "output")."""
+
+    tensor: str
+    consumer: str
+    shape: Shape
+    src: str
+    dst: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one op does in a plan: its candidate (convs), the layout it writes, what it
+    costs and the transforms on its inputs, with why they are paid."""
+
+    op: str
+    kind: str
+    layer: str | None
+    candidate: Candidate | None
+    layout: str
+    seconds: float
+    transforms: tuple[EdgeTransform, ...] = ()
+    why: str = ""
+
+    @property
+    def transform_seconds(self) -> float:
+        return sum(t.seconds for t in self.transforms)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A complete assignment; ``bound`` marks the per-layer bound, which is no real plan."""
+
+    label: str
+    steps: tuple[Step, ...]
+    output_transform: EdgeTransform | None = None
+    bound: bool = False
+
+    @property
+    def op_seconds(self) -> float:
+        return sum(s.seconds for s in self.steps)
+
+    @property
+    def transform_seconds(self) -> float:
+        tail = self.output_transform.seconds if self.output_transform else 0.0
+        return sum(s.transform_seconds for s in self.steps) + tail
+
+    @property
+    def total_seconds(self) -> float:
+        return self.op_seconds + self.transform_seconds
+
+    @property
+    def transforms(self) -> tuple[EdgeTransform, ...]:
+        tail = (self.output_transform,) if self.output_transform else ()
+        return tuple(t for s in self.steps for t in s.transforms) + tail
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """One option of one op from one state: the candidate or layout taken and its cost."""
+
+    candidate: Candidate | None
+    layout: str
+    seconds: float
+    transforms: tuple[EdgeTransform, ...]
+
+
+@dataclass
+class _Problem:
+    graph: GraphLike
+    costs: Mapping[str, Sequence[Candidate]]
+    transform_seconds: TransformSeconds
+    glue_seconds: Mapping[str, float] = field(default_factory=dict)
+
+    def edge(self, tensor: str, consumer: str, src: str, dst: str) -> tuple[EdgeTransform, ...]:
+        if src == dst:
+            return ()
+        shape = self.graph.shape(tensor)
+        return (EdgeTransform(tensor, consumer, shape, src, dst,
+                              float(self.transform_seconds(shape, src, dst))),)
+
+    def candidates(self, op: OpLike) -> list[Candidate]:
+        """The layer's candidates, only the fastest of each (in, out) layout pair: the
+        others can never be in an optimal plan (same transforms, more time)."""
+        if op.layer is None or not self.costs.get(op.layer):
+            raise PlanError(f"conv {op.name}: no costs for layer {op.layer!r}")
+        best: dict[tuple[str, str], Candidate] = {}
+        for c in self.costs[op.layer]:
+            key = (c.in_layout, c.out_layout)
+            if key not in best or c.seconds < best[key].seconds:
+                best[key] = c
+        return list(best.values())
+
+    def choices(self, op: OpLike, live: Mapping[str, str]) -> list[_Choice]:
+        if op.kind == "conv":
+            (tensor,) = op.inputs
+            return [_Choice(c, c.out_layout, c.seconds,
+                            self.edge(tensor, op.name, live[tensor], c.in_layout))
+                    for c in self.candidates(op)]
+        glue = float(self.glue_seconds.get(op.name, 0.0))
+        # one input's layout for all (a single-input op keeps its input's layout)
+        targets = dict.fromkeys(live[t] for t in op.inputs)
+        return [_Choice(None, target, glue,
+                        tuple(e for t in op.inputs for e in self.edge(t, op.name, live[t],
+                                                                         target)))
+                for target in targets]
+
+
+def _last_uses(graph: GraphLike) -> list[set[str]]:
+    """After op i, the tensors no later op reads (the network output stays live)."""
+    last: dict[str, int] = {}
+    for i, op in enumerate(graph.ops):
+        for t in op.inputs:
+            last[t] = i
+    dying: list[set[str]] = [set() for _ in graph.ops]
+    for tensor, i in last.items():
+        if tensor != graph.output:
+            dying[i].add(tensor)
+    return dying
+
+
+State = tuple[tuple[str, str], ...]   # (tensor, layout) of every live tensor, sorted
+
+
+def optimal(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
+            transform_seconds: TransformSeconds, glue_seconds: Mapping[str, float] | None = None,
+            label: str = "optimal") -> Plan:
+    """The cheapest plan: the dynamic program over live-tensor layouts described above."""
+    problem = _Problem(graph, costs, transform_seconds, dict(glue_seconds or {}))
+    dying = _last_uses(graph)
+    read = {t for op in graph.ops for t in op.inputs} | {graph.output}
+    states: dict[State, float] = {((NETWORK_INPUT, PLAIN),): 0.0}
+    # per op: new state -> (previous state, choice); enough to walk the best plan back
+    back: list[dict[State, tuple[State, _Choice]]] = []
+    for i, op in enumerate(graph.ops):
+        following: dict[State, float] = {}
+        came: dict[State, tuple[State, _Choice]] = {}
+        for state, cost in states.items():
+            live = dict(state)
+            missing = [t for t in op.inputs if t not in live]
+            if missing:
+                raise PlanError(f"op {op.name} reads {missing[0]!r}, which no earlier op "
+                                "produces")
+            for choice in problem.choices(op, live):
+                after = {t: layout for t, layout in live.items() if t not in dying[i]}
+                if op.name in read:
+                    after[op.name] = choice.layout
+                key = tuple(sorted(after.items()))
+                total = cost + choice.seconds + sum(e.seconds for e in choice.transforms)
+                if key not in following or total < following[key]:
+                    following[key], came[key] = total, (state, choice)
+        states = following
+        back.append(came)
+    # deliver the output in NCHW
+    best_state, best_total, best_tail = None, float("inf"), ()
+    for state, cost in states.items():
+        tail = problem.edge(graph.output, "output", dict(state)[graph.output], PLAIN)
+        total = cost + sum(e.seconds for e in tail)
+        if total < best_total:
+            best_state, best_total, best_tail = state, total, tail
+    if best_state is None:
+        raise PlanError("the network has no ops")
+    choices: list[_Choice] = []
+    state = best_state
+    for came in reversed(back):
+        state, choice = came[state]
+        choices.append(choice)
+    choices.reverse()
+    steps = _explain(problem, graph, choices)
+    return Plan(label, steps, best_tail[0] if best_tail else None)
+
+
+def _explain(problem: _Problem, graph: GraphLike, choices: list[_Choice]) -> tuple[Step, ...]:
+    """The steps of a plan, each transform with the reason it is paid."""
+    made: dict[str, str] = {NETWORK_INPUT: "the network input"}
+    steps = []
+    for op, choice in zip(graph.ops, choices, strict=True):
+        reasons = []
+        for e in choice.transforms:
+            source = made.get(e.tensor, e.tensor)
+            if op.kind == "conv" and choice.candidate is not None:
+                reasons.append(_conv_reason(problem, op, choice, e, source))
+            else:
+                reasons.append(f"pays {e.src}->{e.dst} on {e.tensor} because its inputs "
+                               f"arrive in different layouts ({source} gives {e.src}) and "
+                               f"it runs in {e.dst}")
+        made[op.name] = f"{op.name} ({choice.candidate.variant_id})" if choice.candidate \
+            else op.name
+        steps.append(Step(op.name, op.kind, op.layer, choice.candidate, choice.layout,
+                          choice.seconds, choice.transforms, "; ".join(reasons)))
+    return tuple(steps)
+
+
+def _conv_reason(problem: _Problem, op: OpLike, choice: _Choice, e: EdgeTransform,
+                 source: str) -> str:
+    chosen = choice.candidate
+    assert chosen is not None
+    stay = [c for c in problem.candidates(op) if c.in_layout == e.src]
+    text = (f"pays {e.src}->{e.dst} ({_us(e.seconds)}) because {source} delivers {e.src} "
+            f"and {chosen.variant_id} reads {e.dst}")
+    if not stay:
+        return text + f"; no measured candidate reads {e.src}"
+    best_stay = min(stay, key=lambda c: c.seconds)
+    return (text + f"; the fastest {e.src} reader, {best_stay.variant_id}, takes "
+            f"{_us(best_stay.seconds)} against {_us(chosen.seconds)} + the transform "
+            "(and what it writes suits the ops after it less)")
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.1f} us"
+
+
+def one_layout(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
+               transform_seconds: TransformSeconds, layout: str,
+               glue_seconds: Mapping[str, float] | None = None) -> Plan | str:
+    """The best plan with every conv reading and writing ``layout``; the reason when some
+    layer has no such candidate."""
+    kept = {layer: [c for c in cands if c.in_layout == c.out_layout == layout]
+            for layer, cands in costs.items()}
+    for op in graph.ops:
+        if op.kind == "conv" and op.layer is not None and not kept.get(op.layer):
+            return f"layer {op.layer} has no measured {layout} candidate"
+    return optimal(graph, kept, transform_seconds, glue_seconds, label=f"all-{layout}")
+
+
+def per_layer_bound(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
+                    glue_seconds: Mapping[str, float] | None = None) -> Plan:
+    """Each conv's fastest candidate with transforms ignored: a lower bound, not a plan."""
+    problem = _Problem(graph, costs, lambda shape, src, dst: 0.0, dict(glue_seconds or {}))
+    steps = []
+    for op in graph.ops:
+        if op.kind == "conv":
+            best = min(problem.candidates(op), key=lambda c: c.seconds)
+            steps.append(Step(op.name, op.kind, op.layer, best, best.out_layout, best.seconds,
+                              why="fastest candidate, transforms ignored"))
+        else:
+            steps.append(Step(op.name, op.kind, op.layer, None, "",
+                              float(problem.glue_seconds.get(op.name, 0.0))))
+    return Plan("per-layer bound (transforms ignored)", tuple(steps), bound=True)

@@ -1,0 +1,79 @@
+"""A layout plan for people (a terminal table) and for programs (plan.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from convbench.plan.layouts import EdgeTransform, Plan
+from convbench.textable import format_table
+
+FORMAT_VERSION = 1
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f}"
+
+
+def _transform_text(t: EdgeTransform) -> str:
+    return f"{t.tensor} {t.src}->{t.dst} {t.seconds * 1e6:.1f} us"
+
+
+def plan_table(plan: Plan) -> str:
+    """One row per op with a candidate or a transform; glue ops that pay nothing left out."""
+    rows = [["op", "layer", "variant", "in -> out", "ms", "transform paid"]]
+    for s in plan.steps:
+        if s.candidate is None and not s.transforms:
+            continue
+        c = s.candidate
+        rows.append([s.op, s.layer or s.kind, c.variant_id if c else "",
+                     f"{c.in_layout} -> {c.out_layout}" if c else s.layout,
+                     _ms(s.seconds), "; ".join(map(_transform_text, s.transforms))])
+    if plan.output_transform:
+        rows.append(["(output)", "", "", "", "", _transform_text(plan.output_transform)])
+    return format_table(rows, right=(4,))
+
+
+def alternatives_table(plans: dict[str, Plan | str]) -> str:
+    rows = [["plan", "total ms", "convs+glue ms", "transforms ms", "transforms"]]
+    for label, plan in plans.items():
+        if isinstance(plan, str):
+            rows.append([label, "-", "-", "-", f"unavailable: {plan}"])
+            continue
+        rows.append([plan.label, _ms(plan.total_seconds), _ms(plan.op_seconds),
+                     "ignored" if plan.bound else _ms(plan.transform_seconds),
+                     "" if plan.bound else str(len(plan.transforms))])
+    return format_table(rows, right=(1, 2, 3, 4))
+
+
+def explanations(plan: Plan) -> list[str]:
+    return [f"{s.op} ({s.layer or s.kind}): {s.why}" for s in plan.steps if s.why]
+
+
+def _transform_json(t: EdgeTransform) -> dict[str, Any]:
+    return {"tensor": t.tensor, "consumer": t.consumer, "shape": list(t.shape),
+            "from_layout": t.src, "to_layout": t.dst, "seconds": t.seconds}
+
+
+def plan_json(plan: Plan, alternatives: dict[str, Plan | str], *, suite: str,
+              hosts: tuple[str, ...], threads: int, cache: str,
+              estimated: list[dict[str, Any]]) -> dict[str, Any]:
+    """plan.json: the chosen candidate per conv, every transform, the predicted totals."""
+    return {
+        "format_version": FORMAT_VERSION, "suite": suite, "host": ", ".join(hosts),
+        "threads": threads, "cache": cache,
+        "ops": [{"op": s.op, "kind": s.kind, "layer": s.layer,
+                 "variant": s.candidate.variant_id if s.candidate else None,
+                 "in_layout": s.candidate.in_layout if s.candidate else s.layout,
+                 "out_layout": s.layout, "seconds": s.seconds,
+                 "transforms": [_transform_json(t) for t in s.transforms], "why": s.why}
+                for s in plan.steps],
+        "transforms": [_transform_json(t) for t in plan.transforms],
+        "estimated_transforms": estimated,
+        "predicted": {"total_s": plan.total_seconds, "ops_s": plan.op_seconds,
+                      "transforms_s": plan.transform_seconds},
+        "alternatives": {label: ({"unavailable": p} if isinstance(p, str) else
+                                 {"total_s": p.total_seconds, "ops_s": p.op_seconds,
+                                  "transforms_s": None if p.bound else p.transform_seconds,
+                                  "bound": p.bound})
+                         for label, p in alternatives.items()},
+    }

@@ -1,0 +1,237 @@
+"""The global layout plan: the dynamic program against brute force on small random
+networks, and the alternatives it is compared with."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from convbench.plan import layouts as plan
+from convbench.plan.layouts import Candidate
+
+
+@dataclass(frozen=True)
+class Op:
+    """Stand-in for convbench.spec.network.Op (same attributes)."""
+
+    name: str
+    kind: str
+    inputs: tuple[str, ...]
+    layer: str | None = None
+
+
+@dataclass(frozen=True)
+class Net:
+    """Stand-in for convbench.spec.network.Network: what the planner reads."""
+
+    ops: tuple[Op, ...]
+    shapes: dict[str, tuple[int, int, int, int]]
+
+    def shape(self, tensor: str) -> tuple[int, int, int, int]:
+        return self.shapes[tensor]
+
+    def consumers(self, tensor: str) -> tuple[Op, ...]:
+        return tuple(op for op in self.ops if tensor in op.inputs)
+
+    @property
+    def output(self) -> str:
+        return self.ops[-1].name
+
+
+LAYOUTS = ("nchw", "nhwc", "nchw8c", "nchw16c")
+
+
+@st.composite
+def networks(draw) -> tuple[Net, dict[str, list[Candidate]], dict]:
+    """Chains of convs and relus with a residual add or two (with or without a
+    projection conv), shared layers, 2-4 layouts, random costs."""
+    layouts = LAYOUTS[:draw(st.integers(2, 4))]
+    layer_names = [f"L{i}" for i in range(draw(st.integers(1, 3)))]
+    ops: list[Op] = []
+    shapes = {"input": (1, draw(st.integers(1, 40)), 4, 4)}
+    current = "input"
+
+    def add(kind: str, inputs: tuple[str, ...], layer: str | None = None) -> str:
+        name = f"op{len(ops)}"
+        ops.append(Op(name, kind, inputs, layer))
+        shapes[name] = (1, draw(st.integers(1, 40)), 4, 4)
+        return name
+
+    blocks = draw(st.lists(st.sampled_from(["conv", "relu", "residual", "projection"]),
+                           min_size=1, max_size=4))
+    for block in blocks:
+        if block in ("conv", "relu"):
+            layer = draw(st.sampled_from(layer_names)) if block == "conv" else None
+            current = add(block, (current,), layer)
+            continue
+        skip = current
+        main = add("conv", (current,), draw(st.sampled_from(layer_names)))
+        if block == "projection":
+            skip = add("conv", (skip,), draw(st.sampled_from(layer_names)))
+        current = add("add", (main, skip))
+    if sum(op.kind == "conv" for op in ops) > 6:   # brute force stays small
+        ops = ops[:1]
+    net = Net(tuple(ops), shapes)
+    seconds = st.integers(1, 100).map(float)
+    costs = {name: [Candidate(f"{name}/v{i}", draw(st.sampled_from(layouts)),
+                              draw(st.sampled_from(layouts)), draw(seconds))
+                    for i in range(draw(st.integers(1, 3)))]
+             for name in layer_names}
+    per_pair = {(a, b): draw(st.integers(0, 60)) / 10 for a in layouts for b in layouts
+                if a != b}
+    return net, costs, per_pair
+
+
+def transform_cost(per_pair: dict):
+    def seconds(shape, src, dst) -> float:
+        return per_pair[src, dst] * shape[1] / 8
+    return seconds
+
+
+def brute_force(net: Net, costs, transform_seconds) -> float:
+    """Every candidate of every conv and every layout choice of every add, simulated."""
+    convs = [op for op in net.ops if op.kind == "conv"]
+    adds = [op for op in net.ops if op.kind == "add"]
+    best = float("inf")
+    for picks in itertools.product(*(costs[op.layer] for op in convs)):
+        for add_sides in itertools.product(*([0, 1] for _ in adds)):
+            chosen = dict(zip((op.name for op in convs), picks, strict=True))
+            side = dict(zip((op.name for op in adds), add_sides, strict=True))
+            layout = {"input": "nchw"}
+            total = 0.0
+
+            def move(tensor: str, dst: str, layout: dict[str, str] = layout) -> float:
+                src = layout[tensor]
+                return 0.0 if src == dst else transform_seconds(net.shape(tensor), src, dst)
+
+            for op in net.ops:
+                if op.kind == "conv":
+                    c = chosen[op.name]
+                    total += c.seconds + move(op.inputs[0], c.in_layout)
+                    layout[op.name] = c.out_layout
+                elif op.kind == "add":
+                    target = layout[op.inputs[side[op.name]]]
+                    total += sum(move(t, target) for t in op.inputs)
+                    layout[op.name] = target
+                else:
+                    layout[op.name] = layout[op.inputs[0]]
+            total += move(net.output, "nchw")
+            best = min(best, total)
+    return best
+
+
+@settings(max_examples=150, deadline=None)
+@given(networks())
+def test_dp_finds_the_brute_force_optimum(case):
+    net, costs, per_pair = case
+    cost = transform_cost(per_pair)
+    best = plan.optimal(net, costs, cost)
+    assert best.total_seconds == pytest.approx(brute_force(net, costs, cost))
+    # the plan's steps add up and each conv runs one of its layer's candidates
+    for step in best.steps:
+        if step.kind == "conv":
+            assert step.candidate in costs[step.layer]
+
+
+@settings(max_examples=100, deadline=None)
+@given(networks())
+def test_alternatives_bracket_the_optimum(case):
+    net, costs, per_pair = case
+    cost = transform_cost(per_pair)
+    best = plan.optimal(net, costs, cost).total_seconds
+    assert plan.per_layer_bound(net, costs).total_seconds <= best + 1e-9
+    for layout in ("nchw", "nhwc"):
+        alternative = plan.one_layout(net, costs, cost, layout)
+        if isinstance(alternative, plan.Plan):
+            assert alternative.total_seconds >= best - 1e-9
+            assert all(s.candidate.in_layout == s.candidate.out_layout == layout
+                       for s in alternative.steps if s.kind == "conv")
+
+
+def _residual() -> Net:
+    ops = (Op("c1", "conv", ("input",), "A"), Op("r1", "relu", ("c1",)),
+           Op("c2", "conv", ("r1",), "B"), Op("sum", "add", ("c2", "r1")),
+           Op("c3", "conv", ("sum",), "A"))
+    return Net(ops, {name: (1, 16, 4, 4) for name in ("input", "c1", "r1", "c2", "sum", "c3")})
+
+
+def test_a_blocked_region_pays_its_edge_transforms_once_each():
+    """Blocked convs win by more than the two transforms at the network's edges, and the
+    residual add needs none because both its inputs are blocked."""
+    costs = {"A": [Candidate("A/nchw", "nchw", "nchw", 10.0),
+                   Candidate("A/blocked", "nchw16c", "nchw16c", 4.0)],
+             "B": [Candidate("B/nchw", "nchw", "nchw", 10.0),
+                   Candidate("B/blocked", "nchw16c", "nchw16c", 4.0)]}
+    best = plan.optimal(_residual(), costs, lambda shape, src, dst: 1.0)
+    assert [s.candidate.variant_id for s in best.steps if s.candidate] == [
+        "A/blocked", "B/blocked", "A/blocked"]
+    assert [(t.tensor, t.src, t.dst) for t in best.transforms] == [
+        ("input", "nchw", "nchw16c"), ("c3", "nchw16c", "nchw")]
+    assert best.total_seconds == 14.0
+    assert "pays nchw->nchw16c" in best.steps[0].why
+    assert plan.one_layout(_residual(), costs, lambda *a: 1.0, "nchw").total_seconds == 30.0
+    assert plan.one_layout(_residual(), costs, lambda *a: 1.0, "nhwc") == (
+        "layer A has no measured nhwc candidate")
+    assert plan.per_layer_bound(_residual(), costs).total_seconds == 12.0
+
+
+def test_a_layer_without_costs_is_named():
+    with pytest.raises(plan.PlanError, match="layer 'B'"):
+        plan.optimal(_residual(), {"A": [Candidate("A", "nchw", "nchw", 1.0)]},
+                     lambda *a: 0.0)
+
+
+def _record(layer: str, algorithm: str, layout: str, params: dict, seconds: float,
+            round_: int = 1) -> str:
+    import json
+
+    return json.dumps({"host": "h", "layer": layer, "descriptor": "", "algorithm": algorithm,
+                       "layout": layout, "params": params, "threads": 1,
+                       "vector_width": "auto", "cache": "warm", "round": round_,
+                       "median_s": seconds, "status": "ok"})
+
+
+def test_plan_command_from_records_and_transforms(tmp_path, cli, monkeypatch):
+    """Records (the last round counts) and transforms.parquet in, table and plan.json out."""
+    import json
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from convbench.spec import suite as suite_module
+
+    blocked = {"ic_bn": 16, "oc_bn": 16, "reg_n": 7, "unroll_ker": False}
+    (tmp_path / "records.jsonl").write_text("\n".join([
+        _record("A", "direct", "nchw", {}, 10e-3),
+        _record("A", "nchwc", "nchwxc", blocked, 9e-3, round_=1),
+        _record("A", "nchwc", "nchwxc", blocked, 4e-3, round_=2),   # the last round counts
+        _record("B", "direct", "nchw", {}, 10e-3),
+        _record("B", "nchwc", "nchwxc", blocked, 4e-3)]) + "\n")
+    pd.DataFrame([{"mb": 1, "c": 16, "h": 4, "w": 4, "from_layout": a, "to_layout": b,
+                   "threads": 1, "median_s": 1e-3, "status": "ok"}
+                  for a, b in [("nchw", "nchw16c"), ("nchw16c", "nchw")]]
+                 ).to_parquet(tmp_path / "transforms.parquet")
+    monkeypatch.setattr(suite_module, "load_suite",
+                        lambda path: SimpleNamespace(name="toy", graph=_residual()))
+    code, out, err = cli("plan", "toy", "--records", tmp_path / "records.jsonl",
+                         "--transforms", tmp_path, "-o", tmp_path / "plan.json", "-v")
+    assert code == 0, err
+    assert "per-layer bound" in out and "pays nchw->nchw16c" in out
+    document = json.loads((tmp_path / "plan.json").read_text())
+    assert document["format_version"] == 1 and document["host"] == "h"
+    assert [op["variant"] for op in document["ops"] if op["kind"] == "conv"] == [
+        "nchwc/nchwxc/ic_bn=16/oc_bn=16/reg_n=7/unroll_ker=False"] * 3
+    assert document["predicted"]["total_s"] == pytest.approx(14e-3)
+    assert document["alternatives"]["all-nchw"]["total_s"] == pytest.approx(30e-3)
+    assert "unavailable" in document["alternatives"]["all-nhwc"]
+
+
+def test_plan_command_says_when_the_suite_has_no_graph(tmp_path, cli):
+    (tmp_path / "records.jsonl").write_text(_record("c", "direct", "nchw", {}, 1.0) + "\n")
+    code, _out, err = cli("plan", "smoke", "--records", tmp_path / "records.jsonl",
+                          "--transforms", tmp_path)
+    assert code == 2 and "has no network graph" in err

@@ -1,0 +1,97 @@
+"""Layout transforms: exact data movement between NCHW, NHWC and NCHW[x]c, and their
+measurement into transforms.parquet."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from convbench.kernels import layouts, transforms
+
+LAYOUTS = ("nchw", "nhwc", "nchw8c", "nchw16c", "nchw32c")
+# odd channel counts leave the last block part padding; 1 x 1 and a single channel too
+SHAPES = [(1, 3, 5, 7), (2, 17, 4, 3), (1, 1, 1, 1), (1, 33, 2, 2)]
+
+
+@pytest.fixture(scope="module")
+def tensors() -> dict[tuple[int, ...], np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {shape: rng.standard_normal(shape, dtype=np.float32) for shape in SHAPES}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_every_pair_equals_the_numpy_reference(tensors, shape):
+    x = tensors[shape]
+    for src, dst in itertools.product(LAYOUTS, LAYOUTS):
+        held = layouts.to_layout(x, src)
+        got = transforms.convert(held, shape, src, dst)
+        np.testing.assert_array_equal(got, transforms.reference(held, shape, src, dst),
+                                      err_msg=f"{src} -> {dst}")
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_round_trips_are_the_identity(tensors, shape):
+    x = tensors[shape]
+    for path in [("nchw", "nchw16c", "nhwc", "nchw"), ("nchw", "nchw8c", "nchw32c", "nchw"),
+                 ("nchw", "nhwc", "nchw16c", "nchw8c", "nhwc", "nchw")]:
+        held = x
+        for src, dst in itertools.pairwise(path):
+            held = transforms.convert(held, shape, src, dst)
+        np.testing.assert_array_equal(held, x, err_msg=" -> ".join(path))
+
+
+def test_block_padding_is_written_as_zeros():
+    """A reused destination buffer holds no stale values in its padding channels."""
+    shape = (1, 3, 2, 2)
+    t = transforms.Transform(shape, "nchw", "nchw8c")
+    y = np.full(transforms.stored_shape(shape, "nchw8c"), np.nan, np.float32)
+    t(np.ones(shape, np.float32), y)
+    assert np.all(y[..., :3] == 1) and np.all(y[..., 3:] == 0)
+
+
+def test_layouts_of_adds_the_plain_layouts_in_order():
+    assert transforms.layouts_of({("nchw16c", "nchw32c")}) == (
+        "nchw", "nhwc", "nchw16c", "nchw32c")
+
+
+TINY_SUITE = """\
+name: tiny
+description: one small layer with an odd channel count, for the transforms measurement
+layers:
+  - {name: c1, shape: mb1ic3ih6oc17oh6kh3ph1}
+sweep:
+  algorithms: [nchwc]
+  threads: [1]
+  params: {nchwc: {ic_bn: [8], oc_bn: [16], reg_n: [7]}}
+  timing: {min_time: 0.0002, values: 3, warmups: 0, timeout: 60, processes: 1}
+"""
+
+
+def test_the_layouts_measured_are_those_the_sweep_uses(tmp_path):
+    from convbench.harness import transform_run
+    from convbench.spec.suite import load_suite
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY_SUITE)
+    suite = load_suite(path)
+    assert transform_run.sweep_layouts(suite) == ("nchw", "nhwc", "nchw8c", "nchw16c")
+    assert transform_run.tensor_shapes(suite) == [(1, 3, 6, 6), (1, 17, 6, 6)]
+
+
+def test_a_tiny_measurement_writes_finite_medians(tmp_path, cli):
+    import pandas as pd
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY_SUITE)
+    code, _out, err = cli("transforms", path, "--layouts", "nchw,nchw16c", "-o",
+                         tmp_path / "out")
+    assert code == 0, err
+    frame = pd.read_parquet(tmp_path / "out" / "transforms.parquet")
+    assert sorted(zip(frame.c, frame.from_layout, frame.to_layout, strict=True)) == [
+        (3, "nchw", "nchw16c"), (3, "nchw16c", "nchw"),
+        (17, "nchw", "nchw16c"), (17, "nchw16c", "nchw")]
+    assert (frame.status == "ok").all() and (frame.n_values == 3).all()
+    assert np.isfinite(frame.median_s).all() and (frame.median_s > 0).all()
+    assert frame.host.nunique() == 1 and (frame.threads == 1).all()
