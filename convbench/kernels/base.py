@@ -121,6 +121,10 @@ class Prepared(ABC):
 
 Applicability = Callable[[ConvProblem, str, Mapping[str, ParamValue]], "str | None"]
 Builder = Callable[[ConvProblem, np.ndarray, str, Mapping[str, ParamValue]], Prepared]
+# The domains ``convbench tune`` searches for one layer, knob -> values (every knob named):
+# a space that depends on the problem (NeoCPU's blocks are factors of the channel counts),
+# where a sweep's fixed grid is the same for every layer.
+TuningSpace = Callable[[ConvProblem], Mapping[str, tuple[ParamValue, ...]]]
 
 
 def always(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]) -> str | None:
@@ -135,6 +139,8 @@ class Algorithm:
     reason it cannot (recorded as a skip, never dropped).  ``error_growth`` multiplies the
     reference tolerance for algorithms whose rounding error provably grows (Winograd's
     transforms, Strassen's extra additions); 1.0 for anything that sums products directly.
+    ``tuning_space(problem)``, when given, is what ``convbench tune`` searches for a layer
+    instead of the sweep's grid (:mod:`convbench.tune.space`).
     """
 
     name: str
@@ -147,6 +153,7 @@ class Algorithm:
     baseline: bool = False
     error_growth: float = 1.0
     notes: str = ""
+    tuning_space: TuningSpace | None = None
 
     def param(self, name: str) -> Param:
         for p in self.params:
