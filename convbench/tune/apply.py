@@ -100,8 +100,12 @@ def apply(plan: Plan, path: str | Path, host: str) -> tuple[Plan, Applied]:
         cases += [c for c in group if c.baseline and c.case_id != case.case_id]
         decided[group_label(first)] = case.variant.id
     if not decided:
+        mine = [r for r in found if r["host"] == host]
+        held = (f"; this host's records are for cache mode(s) "
+                f"{', '.join(sorted({r['cache'] for r in mine}))} (--cache)" if mine else "")
         raise ConvbenchError(f"{path}: no record of this host ({host}) matches a layer of the "
-                             f"plan (same descriptor, threads, vector width and cache mode)")
+                             f"plan (same descriptor, threads, vector width and cache mode)"
+                             f"{held}")
     return (dataclasses.replace(plan, cases=tuple(cases)),
             Applied(str(path), host, decided, tuple(full), others))
 

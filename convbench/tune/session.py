@@ -142,9 +142,13 @@ class Session:
         outcome = TuneOutcome(self.path)
         work = []
         for group in self.plan.groups():
-            if self.resume and records.finished(self.known, self.key(group[0])):
-                outcome.groups.append(GroupOutcome(group_label(group[0]), 0,
-                                                   already_tuned=True, finished=True))
+            key = self.key(group[0])
+            if self.resume and records.finished(self.known, key):
+                outcome.groups.append(GroupOutcome(
+                    group_label(group[0]), 0, already_tuned=True, finished=True,
+                    best=records.best(self.known, descriptor=key.descriptor,
+                                      threads=key.threads, vector_width=key.vector_width,
+                                      cache=key.cache, host=self.host)))
                 self.say(outcome.groups[-1].line())
                 continue
             work.append((group, space.candidates(group, self.options.only,
