@@ -61,6 +61,7 @@ def command(suite: str, budget_s: float | None, records_path: Path | None, resum
         why = "budget spent" if outcome.budget_spent else "interrupted"
         click.echo(f"{why}: {len(outcome.left)} layer group(s) not tuned "
                    f"({', '.join(outcome.left[:3])}{', ...' if len(outcome.left) > 3 else ''});"
-                   f" continue with: convbench tune {suite} --records {outcome.path} --resume",
+                   f" continue with: convbench tune {suite} --records {outcome.path} --resume"
+                   " (and the same options)",
                    err=True)
     return 130 if outcome.interrupted else 0
