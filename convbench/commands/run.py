@@ -43,6 +43,10 @@ import click
               help="CPUs the workers are pinned to, e.g. 0,1 or 2-3: a worker with T threads "
                    "gets T of them, one per physical core first (default: from the CPUs this "
                    "process may use). Recorded per row and in environment.json.")
+@click.option("--records", "records_path", type=click.Path(path_type=Path),
+              help="Tuning records (convbench tune): each layer group with a record of this "
+                   "host measures its tuned variant (plus the sweep's library baselines) "
+                   "instead of the whole grid; groups without one run their full sweep.")
 @click.option("--measure-machine/--no-measure-machine", default=None,
               help="On a host without stored machine limits (convbench machine), measure "
                    "them quickly (~20 s) before the run [default: yes, unless "
@@ -53,7 +57,7 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
             min_time: float | None, n_values: int | None, warmups: int | None,
             timeout: float | None, threads: str | None, vector_widths: str | None,
             cache_modes: str | None, cold_bytes: int | None, cpus: str | None,
-            measure_machine: bool | None,
+            records_path: Path | None, measure_machine: bool | None,
             quiet: bool) -> int:
     """Measure every variant of SUITE's sweep (a YAML path or a shipped suite's name).
 
@@ -69,9 +73,9 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
     from convbench.spec.suite import CACHE_MODES, VECTOR_WIDTHS
 
     if resume_dir is not None:
-        if suite or output or cpus:
+        if suite or output or cpus or records_path:
             raise ConvbenchError("--resume takes the results directory alone (no SUITE, -o, "
-                                 "--cpus: it reuses the run's)")
+                                 "--cpus, --records: it reuses the run's)")
         outcome = runner.resume(resume_dir, quiet)
     else:
         if not suite:
@@ -86,12 +90,18 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
                                                              "--vector-widths",
                                                              VECTOR_WIDTHS),
                                     cache=_word_list(cache_modes, "--cache", CACHE_MODES),
-                                    cold_bytes=cold_bytes, cpus=_cpu_list(cpus))
+                                    cold_bytes=cold_bytes, cpus=_cpu_list(cpus),
+                                    records=str(records_path.resolve()) if records_path
+                                    else None)
         run_options.check_overrides(options)   # before a results directory exists
         if dry_run:
             from convbench.spec.suite import load_suite
+            from convbench.tune.apply import for_run
 
-            plan = run_options.make_plan(load_suite(suite), options)
+            plan, applied = for_run(run_options.make_plan(load_suite(suite), options),
+                                    options.records)
+            if applied is not None:
+                click.echo(applied.line())
             groups = plan.groups(plan.runnable)
             click.echo(f"{len(plan.cases)} cases ({len(plan.runnable)} to measure, "
                        f"{len(plan.cases) - len(plan.runnable)} skipped) in {len(groups)} "

@@ -32,6 +32,8 @@ class RunOptions:
     # CPUs workers are pinned to (harness.affinity); () until run_suite resolves the
     # default, so the manifest, and with it --resume, holds the set actually used
     cpus: tuple[int, ...] = ()
+    # tuning records applied to the plan (convbench.tune.apply), an absolute path
+    records: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -44,7 +46,7 @@ class RunOptions:
                    threads=tuple(data.get("threads", ())),
                    vector_widths=tuple(data.get("vector_widths", ())),
                    cache=tuple(data.get("cache", ())), cold_bytes=data.get("cold_bytes"),
-                   cpus=tuple(data.get("cpus", ())))
+                   cpus=tuple(data.get("cpus", ())), records=data.get("records"))
 
 
 def check_counters_available(kind: str) -> None:

@@ -13,6 +13,7 @@ N cases, to test that a killed run leaves a valid partial directory that resumes
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -20,6 +21,7 @@ import signal
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -48,6 +50,7 @@ from convbench.results.store import (
 )
 from convbench.spec.suite import Suite, load_suite
 from convbench.status import Status
+from convbench.tune import apply as tune_apply
 
 KILL_AFTER_ENV = "CONVBENCH_TEST_KILL_AFTER"
 MAX_RESTARTS = 2   # a second compile means the kernels do not cache: measure what was built
@@ -96,14 +99,23 @@ class Runner:
         runnable = [c for c in todo if c.skip_reason is None]
         self.bar = tqdm(total=len(runnable), file=self.stream, disable=self.quiet,
                         unit="case", dynamic_ncols=True)
-        self.scratch = Scratch()
         try:
-            for group in self.plan.groups(runnable):
-                self.run_group(group)
-            if counters.needs_separate_pass(self.options.counters):
-                self.count_pass()
+            with self.measuring():
+                for group in self.plan.groups(runnable):
+                    self.run_group(group)
+                if counters.needs_separate_pass(self.options.counters):
+                    self.count_pass()
         finally:
             self.bar.close()
+
+    @contextlib.contextmanager
+    def measuring(self) -> Iterator[None]:
+        """The scratch folder the workers need, removed after: wraps every
+        :meth:`run_group` (``convbench tune`` calls it round by round)."""
+        self.scratch = Scratch()
+        try:
+            yield
+        finally:
             self.scratch.remove()
 
     def run_group(self, group: list[Case], count_only: bool = False) -> None:
@@ -277,7 +289,9 @@ def run_suite(suite_path: str | Path, output: Path | None = None,
     options = options or RunOptions()
     check_counters_available(options.counters)
     suite = load_suite(suite_path)
-    plan = make_plan(suite, options)
+    plan, applied = tune_apply.for_run(make_plan(suite, options), options.records)
+    if applied is not None and not quiet:
+        print(applied.line(), file=sys.stderr)
     # the pool itself (not "the default") goes into the manifest: --resume pins the same
     options = dataclasses.replace(options, cpus=affinity.resolve_pool(options.cpus))
     assert suite.path is not None
@@ -286,6 +300,8 @@ def run_suite(suite_path: str | Path, output: Path | None = None,
     environment = sysinfo.collect(limits, options.cpus)
     if environment["busy_warning"]:
         warnings.warn(environment["busy_warning"], stacklevel=2)
+    if applied is not None:
+        environment["records"] = applied.to_json()
     store = ResultsStore.create(output or default_output(suite), suite.name,
                                 suite.path.read_text(), [c.case_id for c in plan.cases],
                                 environment, options.to_json())
@@ -317,7 +333,8 @@ def _resumable_plan(path: Path, store: ResultsStore) -> tuple[Plan, RunOptions]:
         raise ConvbenchError(f"{path}/{schema.MANIFEST}: damaged run options, cannot resume "
                              f"({type(exc).__name__}: {exc}); start a new run") from None
     check_counters_available(options.counters)
-    plan = make_plan(load_suite(path / schema.SUITE_COPY), options)
+    plan, _ = tune_apply.for_run(make_plan(load_suite(path / schema.SUITE_COPY), options),
+                                 options.records)
     planned = set(store.manifest.get("planned", []))
     unknown = [c.case_id for c in plan.cases if c.case_id not in planned]
     if unknown:

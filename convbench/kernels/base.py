@@ -122,6 +122,10 @@ class Prepared(ABC):
 Applicability = Callable[[ConvProblem, str, Mapping[str, ParamValue]], "str | None"]
 Builder = Callable[[ConvProblem, np.ndarray, str, Mapping[str, ParamValue]], Prepared]
 IoLayouts = Callable[[str, Mapping[str, ParamValue]], tuple[str, str]]
+# The domains ``convbench tune`` searches for one layer, knob -> values (every knob named):
+# a space that depends on the problem (NeoCPU's blocks are factors of the channel counts),
+# where a sweep's fixed grid is the same for every layer.
+TuningSpace = Callable[[ConvProblem], Mapping[str, tuple[ParamValue, ...]]]
 
 
 def always(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]) -> str | None:
@@ -136,6 +140,8 @@ class Algorithm:
     reason it cannot (recorded as a skip, never dropped).  ``error_growth`` multiplies the
     reference tolerance for algorithms whose rounding error provably grows (Winograd's
     transforms, Strassen's extra additions); 1.0 for anything that sums products directly.
+    ``tuning_space(problem)``, when given, is what ``convbench tune`` searches for a layer
+    instead of the sweep's grid (:mod:`convbench.tune.space`).
     """
 
     name: str
@@ -156,6 +162,7 @@ class Algorithm:
                            ) -> tuple[str, str]:
         """The layouts :class:`Prepared` ``in_layout``/``out_layout`` will have."""
         return (layout, layout) if self.io_layouts is None else self.io_layouts(layout, params)
+    tuning_space: TuningSpace | None = None
 
     def param(self, name: str) -> Param:
         for p in self.params:

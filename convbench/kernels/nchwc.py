@@ -293,6 +293,25 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
 def _io_layouts(layout: str, params: Mapping[str, ParamValue]) -> tuple[str, str]:
     return (layouts.blocked_name(int(params.get("ic_bn", DEFAULT_IC_BN))),
             layouts.blocked_name(int(params.get("oc_bn", DEFAULT_OC_BN))))
+def tuning_space(problem: ConvProblem) -> dict[str, tuple[ParamValue, ...]]:
+    """NeoCPU's search space for one layer (seed 002, section 3.2): ic_bn and oc_bn among
+    the factors of the input and output channel counts and reg_n among those of the output
+    width -- a factor leaves no zero-padded block and no idle accumulator -- each within
+    the values its :class:`Param` allows, and unroll_ker both ways.  Tiles that would
+    spill are left to :func:`_applies` (skipped with their reason, not measured)."""
+    params = {p.name: p for p in ALGORITHMS[0].params}
+
+    def factors(name: str, n: int) -> tuple[ParamValue, ...]:
+        allowed = params[name].allowed
+        assert isinstance(allowed, Ints)
+        # only up to the allowed bound: a layer's dimension may be up to 2^31 - 1
+        return tuple(f for f in range(allowed.lo, min(n, allowed.hi) + 1)
+                     if n % f == 0 and f in allowed)
+
+    return {"ic_bn": factors("ic_bn", problem.ic), "oc_bn": factors("oc_bn", problem.oc),
+            "reg_n": factors("reg_n", problem.ow),
+            "unroll_ker": tuple(v for v in (False, True)
+                                if params["unroll_ker"].rejects(v) is None)}
 
 
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,
@@ -323,6 +342,7 @@ ALGORITHMS = [
         ),
         applies=_applies,
         io_layouts=_io_layouts,
+        tuning_space=tuning_space,
         notes="Channels zero padded to whole blocks (any IC, OC); any kernel, stride, "
               "padding, dilation; groups 1. Tiles over the register file skipped. Layout "
               "transforms timed by layout_transform_seconds / info(), not in run.",

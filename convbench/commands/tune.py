@@ -1,0 +1,67 @@
+"""``convbench tune``: search each layer's variants by successive halving, write tuning records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from convbench.commands.run import _thread_list, _word_list
+
+
+@click.command("tune")
+@click.argument("suite")
+@click.option("--budget", "budget_s", type=click.FloatRange(min=0),
+              help="Seconds to spend: no new round starts once they are spent; what is "
+                   "measured stays in the records and --resume continues.")
+@click.option("--records", "records_path", type=click.Path(path_type=Path),
+              help="Tuning records file, JSON lines (default tuning/<suite>-<host>.jsonl).")
+@click.option("--resume", is_flag=True,
+              help="Continue the records file: layers whose final round is recorded are "
+                   "skipped, a layer tuned part way goes on from its recorded rounds.")
+@click.option("--cache", "cache_modes", metavar="MODE[,MODE...]", default="cold-weights",
+              show_default=True,
+              help="Cache modes to tune in (warm, cold-weights, cold): a tuned variant "
+                   "applies to runs in the same mode.")
+@click.option("--threads", "threads", metavar="N[,N...]",
+              help="Override sweep.threads, e.g. --threads 1,2.")
+@click.option("--vector-widths", "vector_widths", metavar="W[,W...]",
+              help="Override sweep.vector_widths (auto, 256, 512).")
+@click.option("--only", multiple=True, metavar="KEY=GLOB[,KEY=GLOB]",
+              help="Keep candidates matching every KEY=GLOB of one --only (as for run).")
+@click.option("--exclude", multiple=True, metavar="KEY=GLOB[,KEY=GLOB]",
+              help="Drop candidates matching every KEY=GLOB of one --exclude (as for run).")
+@click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+def command(suite: str, budget_s: float | None, records_path: Path | None, resume: bool,
+            cache_modes: str, threads: str | None, vector_widths: str | None,
+            only: tuple[str, ...], exclude: tuple[str, ...], seed: int, quiet: bool) -> int:
+    """Find each layer's fastest variant of SUITE's sweep with few measurements.
+
+    Per layer group (thread count, vector width, cache mode) the candidates -- the
+    sweep's variants, or an algorithm's own tuning space (nchwc: NeoCPU's blocks among
+    the factors of the layer's channels) -- are measured briefly, the best third kept and
+    measured longer, until one or two remain for a final round at the suite's timing.
+    Every measurement is a `convbench run` one (verified, then timed with the in-run
+    reference); each is appended to the records as it arrives.  `convbench run SUITE
+    --records FILE` then measures only each layer's tuned variant and the baselines.
+    """
+    from convbench.harness import options as run_options
+    from convbench.spec.suite import CACHE_MODES, VECTOR_WIDTHS
+    from convbench.tune.session import tune_suite
+
+    options = run_options.RunOptions(
+        only=only, exclude=exclude, seed=seed, threads=_thread_list(threads),
+        vector_widths=_word_list(vector_widths, "--vector-widths", VECTOR_WIDTHS),
+        cache=_word_list(cache_modes, "--cache", CACHE_MODES))
+    outcome = tune_suite(suite, options, records_path, resume=resume, budget_s=budget_s,
+                         quiet=quiet)
+    click.echo(f"records: {outcome.path}")
+    if outcome.budget_spent or outcome.interrupted:
+        why = "budget spent" if outcome.budget_spent else "interrupted"
+        click.echo(f"{why}: {len(outcome.left)} layer group(s) not tuned "
+                   f"({', '.join(outcome.left[:3])}{', ...' if len(outcome.left) > 3 else ''});"
+                   f" continue with: convbench tune {suite} --records {outcome.path} --resume"
+                   " (and the same options)",
+                   err=True)
+    return 130 if outcome.interrupted else 0

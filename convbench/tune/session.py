@@ -1,0 +1,265 @@
+"""A tuning session: every layer group's successive halving, measured the ordinary way.
+
+Each round of a group is one :meth:`Runner.run_group` over the round's candidates with the
+round's timing (:mod:`.schedule`): the same worker processes as ``convbench run`` --
+verified first, then timed round-robin with the in-run reference, a crash or wrong answer
+costing only its case.  Every row the runner produces becomes a tuning record, appended
+to the records file as it arrives (:mod:`.records`); failed candidates are recorded with
+their reason and leave the halving.
+
+``--resume`` reads the file first: a group whose final round is recorded is skipped; a
+group tuned part way restarts its halving from round 0, reusing each round's records
+(round k of the candidates the records' round k-1 kept) and measuring only the
+candidates a round lacks -- so a kill mid-round costs the round's missing candidates,
+nothing already written.
+
+``--budget``: before each round the elapsed time is checked; once it is spent no round
+starts, what is recorded stays, and the outcome lists the groups left (``--resume``
+continues them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from convbench.errors import ConvbenchError
+from convbench.harness.options import RunOptions
+from convbench.harness.plan import Case, Plan
+from convbench.harness.runner import Runner
+from convbench.results.store import now_utc
+from convbench.tune import records, schedule, space
+from convbench.tune.records import GroupKey
+from convbench.tune.space import group_label
+
+
+@dataclass
+class GroupOutcome:
+    """What tuning did for one layer group."""
+
+    label: str
+    candidates: int
+    not_applicable: int = 0
+    measured: int = 0          # candidate measurements taken in this session
+    reused: int = 0            # taken from the records (--resume)
+    rounds: int = 0
+    best: Mapping[str, Any] | None = None
+    already_tuned: bool = False
+    finished: bool = False
+
+    def line(self) -> str:
+        if self.already_tuned:
+            head = f"{self.label}: already tuned"
+        else:
+            reused = f" (+{self.reused} from the records)" if self.reused else ""
+            head = (f"{self.label}: {self.candidates} candidates"
+                    + (f" ({self.not_applicable} not applicable)" if self.not_applicable
+                       else "")
+                    + f", {self.measured} measurements{reused} in {self.rounds} rounds")
+        if not self.finished and not self.already_tuned:
+            return f"{head}; not finished"
+        if self.best is None:
+            return f"{head}; no candidate ran ok"
+        return f"{head}; best {self.best['variant']} {self.best['median_s'] * 1e6:.1f} us"
+
+
+@dataclass
+class TuneOutcome:
+    path: Path
+    groups: list[GroupOutcome] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)   # groups not (fully) tuned
+    budget_spent: bool = False
+    interrupted: bool = False
+
+
+class _RecordSink:
+    """Stands in for the results store a :class:`Runner` writes to: each row it adds is
+    handed to the session (a tuning record), nothing else is kept."""
+
+    def __init__(self, environment: dict[str, Any], on_row: Callable[[dict[str, Any]], None]):
+        self.environment = environment
+        self.on_row = on_row
+        self.manifest: dict[str, Any] = {}
+        self.done: set[str] = set()
+
+    def add(self, row: dict[str, Any], values: list[dict[str, Any]] | None = None) -> None:
+        self.on_row(row)
+
+    def update(self, case_id: str, figures: Mapping[str, Any]) -> None:
+        pass
+
+    def save_environment(self) -> None:
+        pass
+
+
+class Session:
+    """Tunes a plan's layer groups into a records file."""
+
+    def __init__(self, plan: Plan, options: RunOptions, path: Path, host: str,
+                 environment: dict[str, Any], resume: bool = False,
+                 budget_s: float | None = None, quiet: bool = False,
+                 say: Callable[[str], None] | None = None):
+        self.plan = plan
+        self.options = options
+        self.path = path
+        self.host = host
+        self.resume = resume
+        self.budget_s = budget_s
+        self.quiet = quiet
+        self.say = say or _say
+        self.known = records.read(path) if resume and path.exists() else []
+        self.sink = _RecordSink(environment, self.on_row)
+        self.runner = Runner(plan, self.sink, options, quiet=True)  # type: ignore[arg-type]
+        self.started = time.monotonic()
+        self.round: schedule.Round | None = None
+        self.got: dict[str, Mapping[str, Any]] = {}
+
+    def key(self, case: Case) -> GroupKey:
+        return GroupKey(str(case.problem), case.threads, case.vector_width, case.cache,
+                        self.host)
+
+    def out_of_budget(self) -> bool:
+        return self.budget_s is not None and time.monotonic() - self.started >= self.budget_s
+
+    def on_row(self, row: dict[str, Any]) -> None:
+        assert self.round is not None
+        record = records.from_row(row, host=self.host, round_index=self.round.index,
+                                  final=self.round.final, min_time=self.round.timing.min_time,
+                                  time=now_utc())
+        self.writer.write(record)
+        self.known.append(record)
+        self.got[record["variant"]] = record
+
+    def run(self) -> TuneOutcome:
+        from tqdm import tqdm
+
+        outcome = TuneOutcome(self.path)
+        work = []
+        for group in self.plan.groups():
+            key = self.key(group[0])
+            if self.resume and records.finished(self.known, key):
+                outcome.groups.append(GroupOutcome(
+                    group_label(group[0]), 0, already_tuned=True, finished=True,
+                    best=records.best(self.known, descriptor=key.descriptor,
+                                      threads=key.threads, vector_width=key.vector_width,
+                                      cache=key.cache, host=self.host)))
+                self.say(outcome.groups[-1].line())
+                continue
+            work.append((group, space.candidates(group, self.options.only,
+                                                 self.options.exclude)))
+        total = sum(schedule.measurements(schedule.rounds(len(c.cases), self.plan.timing))
+                    for _, c in work if c.cases)
+        bar = tqdm(total=total, file=sys.stderr, disable=self.quiet, unit="measurement",
+                   dynamic_ncols=True)
+        self.runner.bar = bar
+
+        def on_term(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, on_term)
+        self.writer = records.Writer(self.path)
+        try:
+            with self.runner.measuring():
+                for i, (group, found) in enumerate(work):
+                    result = self.tune_group(group, found, bar)
+                    if result.rounds or result.finished:   # not one the budget never began
+                        outcome.groups.append(result)
+                        self.say(result.line())
+                    if not result.finished:
+                        outcome.budget_spent = True
+                        outcome.left = [group_label(g[0]) for g, _ in work[i:]]
+                        break
+        except KeyboardInterrupt:
+            outcome.interrupted = True
+            done = {g.label for g in outcome.groups if g.finished}
+            outcome.left = [group_label(g[0]) for g, _ in work
+                            if group_label(g[0]) not in done]
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            self.writer.close()
+            bar.close()
+        return outcome
+
+    def tune_group(self, group: Sequence[Case], found: space.Candidates,
+                   bar: Any) -> GroupOutcome:
+        first = group[0]
+        result = GroupOutcome(group_label(first), len(found.cases), found.not_applicable)
+        key = self.key(first)
+        earlier = records.of_group(self.known, key) if self.resume else []
+        alive = list(found.cases)
+        index = 0
+        while alive:
+            self.round = schedule.rounds(len(alive), self.plan.timing, index)[0]
+            if self.out_of_budget():
+                return result
+            # this round's records from an earlier session (later lines win: measured again)
+            have = {r["variant"]: r for r in earlier if r["round"] == index}
+            todo = [c for c in alive if c.variant.id not in have]
+            bar.update(len(alive) - len(todo))
+            self.got = dict(have)
+            if todo:
+                self.runner.plan = dataclasses.replace(self.plan, timing=self.round.timing)
+                self.runner.run_group(todo)
+            result.measured += len(todo)
+            result.reused += len(alive) - len(todo)
+            result.rounds += 1
+            scores = {c.variant.id: _score(self.got.get(c.variant.id)) for c in alive}
+            if self.round.final:
+                break
+            keep = set(schedule.select(scores))
+            alive = [c for c in alive if c.variant.id in keep]
+            index += 1
+        result.finished = True
+        result.best = records.best(self.known, descriptor=key.descriptor,
+                                   threads=key.threads, vector_width=key.vector_width,
+                                   cache=key.cache, host=self.host)
+        return result
+
+
+def _say(line: str) -> None:
+    """A line on stdout that leaves the progress bar (stderr) intact."""
+    from tqdm import tqdm
+
+    tqdm.write(line, file=sys.stdout)
+
+
+def _score(record: Mapping[str, Any] | None) -> float | None:
+    """A candidate's median in a round; None when it failed or left no record."""
+    if record is None or record["status"] != records.OK:
+        return None
+    return record["median_s"]
+
+
+def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path | None = None,
+               resume: bool = False, budget_s: float | None = None, quiet: bool = False,
+               measure_machine: bool | None = None) -> TuneOutcome:
+    """Tune a suite's plan (``options``: its overrides and filters) into a records file.
+
+    Without ``resume`` the file must not hold records yet: appending a second tuning to
+    the first would mix their rounds (``records.best`` takes each variant's last one)."""
+    from convbench.harness import affinity
+    from convbench.harness.options import make_plan
+    from convbench.machine.first_use import limits_for_run
+    from convbench.spec.suite import load_suite
+    from convbench.tune.apply import this_host
+
+    suite = load_suite(suite_path)
+    plan = make_plan(suite, options)
+    options = dataclasses.replace(options, cpus=affinity.resolve_pool(options.cpus))
+    host = this_host()
+    path = Path(records_path) if records_path else records.default_path(suite.name, host)
+    if not resume and path.exists() and path.stat().st_size > 0:
+        raise ConvbenchError(f"{path}: holds tuning records already; --resume continues "
+                             f"them (or give another --records)")
+    # the limits give `auto` widths the same compile width a run uses (runner.compile_width)
+    limits = limits_for_run({c.threads for c in plan.cases}, measure_machine,
+                            lambda line: None if quiet else print(line, file=sys.stderr))
+    session = Session(plan, options, path, host, {"machine": limits}, resume=resume,
+                      budget_s=budget_s, quiet=quiet)
+    return session.run()

@@ -1,0 +1,246 @@
+"""``convbench tune`` and ``run --records``: the halving, nchwc's tuning space, the records
+file, ``--resume``, ``--budget`` and applying records to a run.
+
+The measuring tests tune one tiny layer with six candidates (tests/data/tune_suite.yaml:
+two rounds, one worker process each) once per module and reuse its records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from convbench.errors import ConvbenchError
+from convbench.harness.options import RunOptions, make_plan
+from convbench.kernels import nchwc, registry
+from convbench.results import schema
+from convbench.spec.descriptor import parse_descriptor
+from convbench.spec.suite import load_suite
+from convbench.spec.sweep import TimingOptions
+from convbench.tune import apply, records, schedule, space
+from convbench.tune.session import tune_suite
+from tests.conftest import DATA, convbench_process
+
+SUITE = DATA / "tune_suite.yaml"
+COLD = RunOptions(cache=("cold-weights",))   # tune's default cache mode
+
+
+# --- the halving, over given scores ------------------------------------------------------
+
+def halve(scores: dict[int, float], final: TimingOptions) -> tuple[list[schedule.Round], int]:
+    """Successive halving with each round's scores given: (rounds run, the winner)."""
+    alive, index, ran = list(scores), 0, []
+    while True:
+        rnd = schedule.rounds(len(alive), final, index)[0]
+        ran.append(rnd)
+        if rnd.final:
+            return ran, min(alive, key=scores.__getitem__)
+        alive = schedule.select({k: scores[k] for k in alive})
+        index += 1
+
+
+def test_halving_shrinks_by_thirds_and_keeps_the_best():
+    final = TimingOptions()   # min_time 0.02, values 5, processes 3
+    # noisy scores (+-10%) around true times 1.0 .. 3.9: candidate 0 is the best by 30%
+    rng = random.Random(1)
+    scores = {i: (1.0 + 0.1 * i) * (1 + rng.uniform(-0.1, 0.1)) for i in range(30)}
+    ran, winner = halve(scores, final)
+    assert [r.candidates for r in ran] == [30, 10, 4, 2] == schedule.sizes(30)
+    assert winner == 0
+    assert [r.final for r in ran] == [False, False, False, True]
+    assert ran[-1].timing == final
+    # the short rounds: one process, 3+ values, each three times longer than the one before
+    assert [r.timing.processes for r in ran[:-1]] == [1, 1, 1]
+    assert [r.timing.values for r in ran] == [3, 4, 5, 5]
+    assert ran[1].timing.min_time == pytest.approx(3 * ran[0].timing.min_time)
+    # measured time: under a fifth of the full grid at the suite's timing
+    full_grid = 30 * final.min_time * final.values * final.processes
+    assert schedule.cost(ran) < full_grid / 5
+    assert schedule.measurements(ran) == 46
+
+
+def test_select_drops_failures_keeps_a_third():
+    assert schedule.select({"a": 3.0, "b": None, "c": 1.0, "d": float("nan"), "e": 2.0}) \
+        == ["c"]
+    assert schedule.select({"a": 2.0, "b": 1.0, "c": 3.0, "d": 4.0}) == ["b", "a"]
+    assert schedule.select({"a": None}) == []
+    assert schedule.sizes(2) == [2] and schedule.sizes(7) == [7, 3, 1]
+
+
+# --- nchwc's tuning space --------------------------------------------------------------
+
+def test_nchwc_space_is_factors_within_allowed():
+    problem = parse_descriptor("mb1ic96ih14oc200oh14kh3ph1")
+    found = nchwc.tuning_space(problem)
+    assert found["ic_bn"] == (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48)   # 96 itself > 64
+    assert found["oc_bn"] == (1, 2, 4, 5, 8, 10, 20, 25, 40, 50)
+    assert found["reg_n"] == (1, 2, 7, 14)                            # ow = 14, <= 28
+    assert found["unroll_ker"] == (False, True)
+    params = {p.name: p for p in registry.get("nchwc").params}
+    assert all(params[k].rejects(v) is None for k, vs in found.items() for v in vs)
+
+
+def test_candidates_generated_per_layer_baselines_left_out(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\ndescription: d\nlayers:\n"
+                    "  - {name: a, shape: mb1ic8ih7oc16oh7kh1}\n"
+                    "sweep: {algorithms: [nchwc, direct, onednn], layouts: [nchwxc, nchw]}\n")
+    plan = make_plan(load_suite(path), COLD)
+    (group,) = plan.groups()
+    found = space.candidates(group)
+    nchwc_cases = [c for c in found.cases if c.variant.algorithm == "nchwc"]
+    # ic_bn 1,2,4,8 x oc_bn 1,2,4,8,16 x reg_n 1,7 x unroll 2, none spills at these sizes
+    assert len(nchwc_cases) == 4 * 5 * 2 * 2
+    assert {c.variant.param_dict["oc_bn"] for c in nchwc_cases} == {1, 2, 4, 8, 16}
+    assert [c.variant.id for c in found.cases if c.variant.algorithm != "nchwc"] \
+        == ["direct/nchw"]
+    assert not any(c.baseline for c in found.cases)
+    narrowed = space.candidates(group, exclude=("variant=*unroll_ker=True",))
+    assert len(narrowed.cases) == len(found.cases) - 40
+
+
+# --- a real tuning -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("tune") / "records.jsonl"
+    outcome = tune_suite(SUITE, COLD, path, quiet=True)
+    assert not outcome.budget_spent and not outcome.interrupted
+    (group,) = outcome.groups
+    assert (group.candidates, group.measured, group.rounds) == (6, 8, 2)
+    return path
+
+
+def test_tune_writes_a_record_per_candidate_and_round(tuned):
+    found = records.read(tuned)
+    assert [r["round"] for r in found] == [0] * 6 + [1] * 2
+    assert all(r["status"] == "ok" and r["median_s"] > 0 for r in found)
+    assert all(r["host"] == apply.this_host() and r["cache"] == "cold-weights" for r in found)
+    assert [r["final"] for r in found] == [False] * 6 + [True] * 2
+    assert found[-1]["min_time"] == 0.002 and found[0]["min_time"] < 0.002
+    # the final two were round 0's fastest two; the best is the faster of them
+    first = sorted(found[:6], key=lambda r: r["median_s"])
+    assert {r["variant"] for r in found[6:]} == {r["variant"] for r in first[:2]}
+    key = records.GroupKey.of(found[0])
+    best = records.best(found, descriptor=key.descriptor, threads=1, vector_width="auto",
+                        cache="cold-weights", host=key.host)
+    assert best == min(found[6:], key=lambda r: r["median_s"])
+
+
+def test_records_round_trip_torn_tail_and_bad_line(tuned, tmp_path, cli):
+    found = records.read(tuned)
+    copy = tmp_path / "copy.jsonl"
+    records.write(copy, found)
+    assert records.read(copy) == found
+    # a kill mid-line: the torn tail is ignored, and cut off before the next append
+    with copy.open("a") as f:
+        f.write('{"format_version": 1, "host": "x')
+    assert records.read(copy) == found
+    records.write(copy, found[:1])
+    assert records.read(copy) == found + found[:1]
+    # a bad line anywhere else: file and line named, in one line, exit 2 from the CLI
+    lines = tuned.read_text().splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([lines[0], '{"format_version": 1}', *lines[1:]]) + "\n")
+    with pytest.raises(ConvbenchError, match=rf"{bad}:2: not a tuning record \(missing"):
+        records.read(bad)
+    code, _, err = cli("run", SUITE, "--records", bad, "--cache", "cold-weights", "-q")
+    assert code == 2 and f"{bad}:2: not a tuning record" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_resume_skips_tuned_layers_and_finishes_a_partial_one(tuned, tmp_path, cli):
+    lines = tuned.read_text().splitlines(keepends=True)
+    done = tmp_path / "done.jsonl"
+    done.write_text("".join(lines))
+    code, out, _ = cli("tune", SUITE, "--records", done, "--resume", "-q")
+    assert code == 0 and "already tuned" in out
+    assert done.read_text() == "".join(lines)    # no new record
+    # without --resume an existing file is refused
+    code, _, err = cli("tune", SUITE, "--records", done, "-q")
+    assert code == 2 and "--resume" in err
+    # killed before the final round: resume measures only the final round
+    partial = tmp_path / "partial.jsonl"
+    partial.write_text("".join(lines[:6]))
+    outcome = tune_suite(SUITE, COLD, partial, resume=True, quiet=True)
+    (group,) = outcome.groups
+    assert (group.measured, group.reused) == (2, 6)
+    added = records.read(partial)[6:]
+    assert [(r["round"], r["final"]) for r in added] == [(1, True), (1, True)]
+
+
+def test_budget_spent_stops_before_a_round(tmp_path):
+    path = tmp_path / "r.jsonl"
+    outcome = tune_suite(SUITE, COLD, path, budget_s=0, quiet=True)
+    assert outcome.budget_spent and outcome.left == ["conv1x1 t1 vauto cold-weights"]
+    assert records.read(path) == []
+
+
+# --- applying records to a run -----------------------------------------------------------
+
+def other_host(record: dict, **changes) -> dict:
+    return {**record, "host": "elsewhere-0123456789", **changes}
+
+
+def test_run_with_records_measures_the_tuned_variant(tuned, tmp_path):
+    found = records.read(tuned)
+    best = min(found[6:], key=lambda r: r["median_s"])
+    # another host's record of a variant that is faster still: not applied
+    loser = next(r for r in found[:6] if r["variant"] != best["variant"])
+    path = tmp_path / "r.jsonl"
+    records.write(path, [*found, other_host(loser, round=5, final=True, median_s=1e-9)])
+    out = tmp_path / "run"
+    done = convbench_process("run", SUITE, "--records", path, "--cache", "cold-weights",
+                             "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert ("records of host elsewhere-0123456789 are not applied: this host is "
+            f"{apply.this_host()}") in done.stderr
+    assert "1 of 1 layer groups run their tuned variant" in done.stderr
+    rows = pd.read_parquet(out / schema.RESULTS_PARQUET)
+    assert list(rows["variant"]) == [best["variant"]]
+    environment = json.loads((out / schema.ENVIRONMENT_JSON).read_text())
+    assert environment["records"]["layers_decided"] == 1
+    manifest = json.loads((out / schema.MANIFEST).read_text())
+    assert manifest["options"]["records"] == str(path)
+
+
+def test_records_of_another_host_only_refuse_the_run(tuned, tmp_path, cli):
+    path = tmp_path / "r.jsonl"
+    records.write(path, [other_host(r) for r in records.read(tuned)])
+    code, _, err = cli("run", SUITE, "--records", path, "--cache", "cold-weights", "-q")
+    assert code == 2
+    assert "no record of this host" in err.splitlines()[-1]
+
+
+def test_apply_keeps_baselines_and_runs_a_variant_outside_the_grid(tuned, tmp_path):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(SUITE.read_text().replace("[direct, im2col]", "[direct, im2col, onednn]")
+                     .replace("conv1x1", "one").replace(
+                         "  - {name: one", "  - {name: two, shape: mb1ic8ih8oc16oh8kh1}\n"
+                         "  - {name: one"))
+    plan = make_plan(load_suite(suite), COLD)
+    conv = next(c for c in plan.cases if c.layer == "one")
+    record = {**records.read(tuned)[0], "descriptor": str(conv.problem), "algorithm": "nchwc",
+              "layout": "nchwxc", "variant": "...", "final": True,
+              "params": {"ic_bn": 4, "oc_bn": 8, "reg_n": 2, "unroll_ker": True}}
+    path = tmp_path / "r.jsonl"
+    records.write(path, [record])
+    applied_plan, applied = apply.apply(plan, path, record["host"])
+    one = [c.variant.id for c in applied_plan.cases if c.layer == "one"]
+    assert one == ["nchwc/nchwxc/ic_bn=4/oc_bn=8/reg_n=2/unroll_ker=True",
+                   "onednn/nchw", "onednn/nhwc"]
+    two = [c for c in applied_plan.cases if c.layer == "two"]
+    assert two == [c for c in plan.cases if c.layer == "two"]   # no record: full sweep
+    assert applied.full_sweep == ("two t1 vauto cold-weights",)
+    assert "no record, full sweep: two t1 vauto cold-weights" in applied.line()
+
+
+def test_run_options_round_trip_the_records_path():
+    options = RunOptions(cache=("cold-weights",), records="/x/r.jsonl")
+    assert RunOptions.from_json(json.loads(json.dumps(options.to_json()))) == options
+    assert dataclasses.replace(options, records=None).to_json()["records"] is None
