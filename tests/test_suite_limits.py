@@ -301,3 +301,16 @@ def test_plan_errors_of_a_suite_built_in_code_still_say_which_suite():
     with pytest.raises(ConvbenchError, match=r"code.yaml:.*field 'sweep.algorithms'"):
         build_plan(dataclasses.replace(suite, sweep=sweep), cpu_count=1)
 
+
+
+@pytest.mark.parametrize("name", ["\x1b[2Jclear", "a\u202eb", "x" * 129])
+def test_a_layer_name_is_printable_text_of_sane_length(tmp_path: Path, name: str) -> None:
+    """Layer names reach terminals, figures and file names: control characters (an escape
+    sequence, a bidi override) and names past MAX_LAYER_NAME are refused at load time."""
+    import json
+
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\ndescription: d\nlayers:\n"
+                    f"  - {{name: {json.dumps(name)}, shape: mb1ic4ih6oc4oh6kh3ph1}}\n")
+    with pytest.raises(SuiteError, match=r"field 'name'.*printable"):
+        load_suite(path)

@@ -50,6 +50,7 @@ from convbench.results.store import (
 )
 from convbench.spec.suite import Suite, load_suite
 from convbench.status import Status
+from convbench.textsafe import terminal
 from convbench.tune import apply as tune_apply
 
 KILL_AFTER_ENV = "CONVBENCH_TEST_KILL_AFTER"
@@ -206,9 +207,9 @@ class Runner:
         if isinstance(message, Enter):
             if message.case and self.bar is not None:
                 case = by_id[message.case]
-                self.bar.set_postfix_str(f"{case.layer} {case.variant.id} t{case.threads} "
-                                         f"v{case.vector_width} {message.phase}",
-                                         refresh=False)
+                self.bar.set_postfix_str(terminal(f"{case.layer} {case.variant.id} "
+                                                  f"t{case.threads} v{case.vector_width} "
+                                                  f"{message.phase}"), refresh=False)
         elif isinstance(message, Hello | Settings):
             case = next(iter(by_id.values()))
             key = f"t{case.threads}/v{case.vector_width}"

@@ -25,6 +25,8 @@ MAX_LAYER_BYTES = 4 * 2**30
 MAX_PLAN_CASES = 100_000
 # A suite's name becomes part of a directory name (results/<name>-<UTC time>/).
 MAX_SUITE_NAME = 64
+# a layer's name: in case ids, pyperf names, figures and terminal lines
+MAX_LAYER_NAME = 128
 # Suite files: the shipped ones are under 10 KiB.
 MAX_SUITE_BYTES = 1 << 20
 # Nesting of YAML collections: a suite nests four deep (sweep.params.<alg>.<knob>).

@@ -43,7 +43,13 @@ from typing import Any
 from convbench.errors import SuiteError
 from convbench.spec import safe_yaml
 from convbench.spec.descriptor import DescriptorError, parse_descriptor
-from convbench.spec.limits import MAX_DIMENSION, MAX_SUITE_BYTES, MAX_SUITE_NAME, shown
+from convbench.spec.limits import (
+    MAX_DIMENSION,
+    MAX_LAYER_NAME,
+    MAX_SUITE_BYTES,
+    MAX_SUITE_NAME,
+    shown,
+)
 from convbench.spec.network import Network
 from convbench.spec.network_parse import op_field, parse_network
 from convbench.spec.problem import SHAPE_FIELDS, ConvProblem, ProblemError
@@ -57,6 +63,7 @@ from convbench.spec.sweep import (  # noqa: F401  (re-exported: the suite's voca
     parse_sweep,
 )
 from convbench.spec.where import Where, key, one_line
+from convbench.textsafe import terminal
 
 SUITE_KEYS = {"name", "description", "network", "reference", "layers", "sweep"}
 LAYER_KEYS = {"name", "shape", "count", *SHAPE_FIELDS}
@@ -180,6 +187,10 @@ def _parse_layer(raw: Any, index: int, where: Where) -> Layer:
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
         raise where.error("expected a non-empty string", index, fld="name")
+    # a layer name reaches terminals, file names and figures: printable text of sane length
+    if len(name) > MAX_LAYER_NAME or terminal(name) != name:
+        raise where.error(f"expected at most {MAX_LAYER_NAME} printable characters (no "
+                          f"control characters), got {shown(name)}", index, fld="name")
     unknown = sorted(key(k) for k in set(raw) - LAYER_KEYS)
     if unknown:
         raise where.error(f"unknown field(s) {', '.join(unknown)}; expected name, "
