@@ -14,18 +14,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from convbench.pids import alive
+
 PREFIX = "convbench-run-"
 OWNER = "owner.pid"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def remove_stale(root: Path | None = None) -> list[Path]:
@@ -37,7 +29,7 @@ def remove_stale(root: Path | None = None) -> list[Path]:
             pid = int((folder / OWNER).read_text())
         except (OSError, ValueError):
             continue   # being created right now, or not ours
-        if not _alive(pid):
+        if not alive(pid):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed

@@ -33,6 +33,7 @@ from convbench.errors import ConvbenchError
 from convbench.results import journal, pyperf_export, schema
 from convbench.results.lock import DirectoryLock
 from convbench.textsafe import csv_frame
+from convbench.pids import alive
 
 STATUS_RUNNING, STATUS_COMPLETE, STATUS_INTERRUPTED = "running", "complete", "interrupted"
 
@@ -100,21 +101,11 @@ def _storage_error(path: Path, exc: OSError, doing: str) -> ConvbenchError:
     return ConvbenchError(f"{path}: cannot {doing}: {reason}")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _remove_stale_staging(path: Path) -> None:
     """Hidden half-built directories next to ``path`` whose creator died before the rename."""
     for stale in path.parent.glob(f".{path.name}{STAGING_MARK}*"):
         pid = stale.name.rpartition("-")[2]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
 
 
@@ -122,7 +113,7 @@ def _remove_temporaries(path: Path) -> None:
     """``.<name>.tmp<pid>`` files a killed writer left (``_atomic`` removes its own)."""
     for tmp in path.glob(".*.tmp*"):
         pid = tmp.name.rpartition(".tmp")[2]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             tmp.unlink(missing_ok=True)
 
 
