@@ -66,7 +66,16 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
     if output is not None:
         document = report.plan_json(best, alternatives, suite=loaded.name, hosts=table.hosts,
                                     threads=table.threads, cache=table.cache,
-                                    estimated=estimated)
+                                    estimated=estimated,
+                                    **_suite_source(loaded))
         output.write_text(json.dumps(document, indent=1) + "\n")
         click.echo(f"plan: {output}")
     return 0
+
+
+def _suite_source(loaded: object) -> dict[str, str | None]:
+    """The suite's path and text for plan.json (None where the suite has no file)."""
+    path = getattr(loaded, "path", None)
+    if path is None:
+        return {"suite_path": None, "suite_text": None}
+    return {"suite_path": str(Path(path).resolve()), "suite_text": Path(path).read_text()}

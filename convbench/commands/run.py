@@ -47,6 +47,12 @@ import click
               help="Tuning records (convbench tune): each layer group with a record of this "
                    "host measures its tuned variant (plus the sweep's library baselines) "
                    "instead of the whole grid; groups without one run their full sweep.")
+@click.option("--network", "network_plan", type=click.Path(path_type=Path),
+              help="Run whole network passes instead of a sweep: the plan.json of convbench "
+                   "plan (its suite inside), verified against a float64 pass and timed in "
+                   "the same rounds as the best all-NCHW and all-NHWC plans and prepacked "
+                   "oneDNN; writes network.parquet.  Takes -o, --threads, --cache "
+                   "(warm, cold), --cpus, --seed, --cold-bytes and the timing overrides.")
 @click.option("--measure-machine/--no-measure-machine", default=None,
               help="On a host without stored machine limits (convbench machine), measure "
                    "them quickly (~20 s) before the run [default: yes, unless "
@@ -57,8 +63,8 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
             min_time: float | None, n_values: int | None, warmups: int | None,
             timeout: float | None, threads: str | None, vector_widths: str | None,
             cache_modes: str | None, cold_bytes: int | None, cpus: str | None,
-            records_path: Path | None, measure_machine: bool | None,
-            quiet: bool) -> int:
+            records_path: Path | None, network_plan: Path | None,
+            measure_machine: bool | None, quiet: bool) -> int:
     """Measure every variant of SUITE's sweep (a YAML path or a shipped suite's name).
 
     Each layer's variants are timed round-robin in a worker process together with an
@@ -72,6 +78,18 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
     from convbench.harness.plan import format_duration
     from convbench.spec.suite import CACHE_MODES, VECTOR_WIDTHS
 
+    if network_plan is not None:
+        sweep_only = {"SUITE": suite, "--resume": resume_dir, "--dry-run": dry_run,
+                      "--only": only, "--exclude": exclude, "--records": records_path,
+                      "--vector-widths": vector_widths,
+                      "--counters": counters if counters != "none" else None}
+        given = [name for name, value in sweep_only.items() if value]
+        if given:
+            raise ConvbenchError(f"--network runs the plan's passes: {', '.join(given)} "
+                                 "belong to a sweep")
+        return _run_network(network_plan, output, threads, cache_modes, cpus, seed,
+                            cold_bytes, {"min_time": min_time, "values": n_values,
+                                         "warmups": warmups, "timeout": timeout})
     if resume_dir is not None:
         if suite or output or cpus or records_path:
             raise ConvbenchError("--resume takes the results directory alone (no SUITE, -o, "
@@ -124,6 +142,37 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
         click.echo(f"interrupted; finish with: convbench run --resume {outcome.path}", err=True)
         return 130
     return 1 if any(Status.of(r["status"]).broken for r in outcome.rows) else 0
+
+
+def _run_network(plan_path: Path, output: Path | None, threads: str | None,
+                 cache_modes: str | None, cpus: str | None, seed: int,
+                 cold_bytes: int | None, timing: dict) -> int:
+    """``run --network``: measure the plan's passes into a results directory."""
+    import time
+
+    from convbench.harness import network_run, sysinfo
+    from convbench.harness.affinity import resolve_pool
+    from convbench.harness.transform_run import with_timing
+    from convbench.network import planfile
+    from convbench.status import Status
+
+    plan = planfile.read_plan(plan_path)
+    modes = _word_list(cache_modes, "--cache", network_run.CACHE_MODES) or \
+        network_run.CACHE_MODES
+    pool = _cpu_list(cpus)
+    environment = sysinfo.collect(None, resolve_pool(pool))
+    if environment["busy_warning"]:
+        click.echo(f"convbench: warning: {environment['busy_warning']}", err=True)
+    frame = network_run.measure(plan, plan_path, _thread_list(threads), modes,
+                                with_timing(plan.suite.sweep.timing, timing), seed, pool,
+                                cold_bytes)
+    environment = sysinfo.finish(environment)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    directory = output or Path("results") / f"{plan.suite.name}-network-{stamp}"
+    network_run.write(frame, directory, plan_path, environment)
+    click.echo(network_run.summary_table(frame))
+    click.echo(f"results: {directory}")
+    return 1 if any(Status.of(s).broken for s in frame.status) else 0
 
 
 def _thread_list(text: str | None) -> tuple[int, ...]:

@@ -54,26 +54,47 @@ def _transform_json(t: EdgeTransform) -> dict[str, Any]:
             "from_layout": t.src, "to_layout": t.dst, "seconds": t.seconds}
 
 
+def _steps_json(plan: Plan) -> list[dict[str, Any]]:
+    return [{"op": s.op, "kind": s.kind, "layer": s.layer,
+             "variant": s.candidate.variant_id if s.candidate else None,
+             "in_layout": s.candidate.in_layout if s.candidate else s.layout,
+             "out_layout": s.layout, "seconds": s.seconds,
+             "transforms": [_transform_json(t) for t in s.transforms], "why": s.why}
+            for s in plan.steps]
+
+
+def _alternative_json(plan: Plan | str) -> dict[str, Any]:
+    """An alternative's totals and, for a runnable plan, its steps (``convbench run
+    --network`` executes them; the bound has none that run)."""
+    if isinstance(plan, str):
+        return {"unavailable": plan}
+    document: dict[str, Any] = {
+        "total_s": plan.total_seconds, "ops_s": plan.op_seconds,
+        "transforms_s": None if plan.bound else plan.transform_seconds, "bound": plan.bound}
+    if not plan.bound:
+        document["ops"] = _steps_json(plan)
+        document["output_transform"] = (_transform_json(plan.output_transform)
+                                        if plan.output_transform else None)
+    return document
+
+
 def plan_json(plan: Plan, alternatives: dict[str, Plan | str], *, suite: str,
               hosts: tuple[str, ...], threads: int, cache: str,
-              estimated: list[dict[str, Any]]) -> dict[str, Any]:
-    """plan.json: the chosen candidate per conv, every transform, the predicted totals."""
+              estimated: list[dict[str, Any]], suite_path: str | None = None,
+              suite_text: str | None = None) -> dict[str, Any]:
+    """plan.json: the chosen candidate per conv, every transform, the predicted totals, and
+    the suite's own text (so the network pass runs the graph the plan was made for, whether
+    or not the suite file still exists or changed since)."""
     return {
         "format_version": FORMAT_VERSION, "suite": suite, "host": ", ".join(hosts),
         "threads": threads, "cache": cache,
-        "ops": [{"op": s.op, "kind": s.kind, "layer": s.layer,
-                 "variant": s.candidate.variant_id if s.candidate else None,
-                 "in_layout": s.candidate.in_layout if s.candidate else s.layout,
-                 "out_layout": s.layout, "seconds": s.seconds,
-                 "transforms": [_transform_json(t) for t in s.transforms], "why": s.why}
-                for s in plan.steps],
+        "suite_path": suite_path, "suite_yaml": suite_text,
+        "ops": _steps_json(plan),
+        "output_transform": (_transform_json(plan.output_transform)
+                             if plan.output_transform else None),
         "transforms": [_transform_json(t) for t in plan.transforms],
         "estimated_transforms": estimated,
         "predicted": {"total_s": plan.total_seconds, "ops_s": plan.op_seconds,
                       "transforms_s": plan.transform_seconds},
-        "alternatives": {label: ({"unavailable": p} if isinstance(p, str) else
-                                 {"total_s": p.total_seconds, "ops_s": p.op_seconds,
-                                  "transforms_s": None if p.bound else p.transform_seconds,
-                                  "bound": p.bound})
-                         for label, p in alternatives.items()},
+        "alternatives": {label: _alternative_json(p) for label, p in alternatives.items()},
     }

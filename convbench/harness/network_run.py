@@ -1,0 +1,207 @@
+"""``convbench run --network PLAN``: whole network passes measured in worker processes, into
+a results directory with ``network.parquet``, ``environment.json`` and a copy of the plan.
+
+Passes: the plan's (``plan``), the best all-NCHW and all-NHWC plans (``all-nchw``,
+``all-nhwc``, when plan.json has them) and prepacked oneDNN over the same graph
+(``onednn``), each in every cache mode asked for at every thread count; the per-layer bound
+(each conv's fastest candidate, transforms ignored) runs nothing and is carried as its
+predicted total only.  Every thread count gets ``timing.processes`` workers
+(:mod:`convbench.harness.network_worker`), their values pooled as the runner pools a
+case's and summarised by :mod:`convbench.stats`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from convbench import stats
+from convbench.errors import ConvbenchError
+from convbench.harness import affinity
+from convbench.harness.supervise import QUIET_SPIN_ENV
+from convbench.network import planfile
+from convbench.spec.suite import TimingOptions
+from convbench.status import Status
+
+NETWORK_FILE = "network.parquet"
+PLAN_COPY = "plan.json"
+ENVIRONMENT = "environment.json"
+ONEDNN = "onednn"
+BOUND = "per-layer-bound"
+PASSES = (planfile.PLAN, *planfile.ALTERNATIVES, ONEDNN)
+CACHE_MODES = ("warm", "cold")
+BOUND_REASON = ("a computed bound (each conv's fastest candidate, transforms ignored), "
+                "not a runnable plan: predicted only")
+COLUMNS = ("pass", "cache", "threads", "status", "reason", "median_s", "ci_low_s",
+           "ci_high_s", "n_values", "ref_ratio", "loops", "predicted_s", "plan_threads",
+           "plan_cache", "max_abs_err", "max_rel_err", "err_bound_ratio", "build_s",
+           "first_call_s", "host")
+
+
+def _predicted(plan: planfile.PlanFile, label: str) -> float:
+    if label == BOUND:
+        return plan.bound_s
+    spec = plan.passes.get(label)
+    return spec.predicted_s if isinstance(spec, planfile.PassSpec) else math.nan
+
+
+def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (),
+            cache: Sequence[str] = CACHE_MODES, timing: TimingOptions | None = None,
+            seed: int = 0, cpus: Sequence[int] = (), cold_bytes: int | None = None,
+            timeout: float | None = None) -> pd.DataFrame:
+    """One row per pass x cache mode x thread count (columns :data:`COLUMNS`)."""
+    from convbench.network import onednn_pass
+
+    timing = timing or plan.suite.sweep.timing
+    thread_counts = tuple(threads) or (plan.threads,)
+    pool = affinity.resolve_pool(cpus)
+    affinity.check_pool(pool, thread_counts)
+    skipped: dict[str, str] = {label: spec for label, spec in plan.passes.items()
+                               if isinstance(spec, str)}
+    no_onednn = onednn_pass.unavailable()
+    if no_onednn:
+        skipped[ONEDNN] = no_onednn
+    runnable = [label for label in PASSES if label not in skipped]
+    host = socket.gethostname()
+    budget = timeout or timing.timeout * (len(runnable) * len(cache) + 1)
+    rows = []
+    for t in thread_counts:
+        job = {"threads": t, "cpus": list(affinity.cpus_for(pool, t)),
+               "plan": dict(plan.document), "plan_path": str(plan_path),
+               "passes": runnable, "cache": list(cache), "timing": asdict(timing),
+               "seed": seed, "cold_bytes": cold_bytes}
+        answers = [_run_worker({**job, "process": process}, budget)
+                   for process in range(timing.processes)]
+        pooled: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for answer in answers:
+            for row in answer:
+                pooled.setdefault((row["pass"], row["cache"]), []).append(row)
+        for label in (*PASSES, BOUND):
+            for mode in cache:
+                base = {"pass": label, "cache": mode, "threads": t, "host": host,
+                        "predicted_s": _predicted(plan, label), "plan_threads": plan.threads,
+                        "plan_cache": plan.cache}
+                if label == BOUND:
+                    rows.append({**base, "status": str(Status.SKIP), "reason": BOUND_REASON,
+                                 "n_values": 0})
+                elif label in skipped:
+                    rows.append({**base, "status": str(Status.SKIP), "reason": skipped[label],
+                                 "n_values": 0})
+                else:
+                    rows.append({**base, **_summary(pooled[label, mode])})
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _summary(answers: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One pass in one mode: every process's values pooled; the first non-ok status wins
+    (a pass wrong in one process is wrong)."""
+    bad = [a for a in answers if a["status"] != "ok"]
+    first = bad[0] if bad else answers[0]
+    values = [v for a in answers for v in a.get("values", ())]
+    ref_values = [v for a in answers for v in a.get("ref_values", ())]
+    summary = stats.summarize(values)
+    row = {"status": first["status"], "reason": first["reason"],
+           "median_s": summary["median_s"], "ci_low_s": summary["ci_low_s"],
+           "ci_high_s": summary["ci_high_s"], "n_values": len(values),
+           "ref_ratio": stats.ratio_summary(values, ref_values)["ref_ratio"],
+           "loops": max((a.get("loops", 0) for a in answers), default=0)}
+    for key in ("max_abs_err", "max_rel_err", "err_bound_ratio", "build_s", "first_call_s"):
+        row[key] = max((float(a.get(key, math.nan)) for a in answers), default=math.nan)
+    return row
+
+
+def _run_worker(job: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="convbench-network-") as tmp:
+        job_file, out_file = Path(tmp, "job.json"), Path(tmp, "out.json")
+        job_file.write_text(json.dumps(job))
+        command = [sys.executable, "-m", "convbench.harness.network_worker",
+                   "--job", str(job_file), "--out", str(out_file)]
+        try:
+            done = subprocess.run(command, env={**QUIET_SPIN_ENV, **os.environ},
+                                  capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ConvbenchError(f"network pass at {job['threads']} thread(s): the worker "
+                                 f"took over {timeout:g} s (--timeout)") from None
+        if done.returncode != 0 or not out_file.exists():
+            tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+            raise ConvbenchError(f"network pass at {job['threads']} thread(s): the worker "
+                                 f"exited with {done.returncode}: {tail}")
+        return json.loads(out_file.read_text())
+
+
+def write(frame: pd.DataFrame, directory: Path, plan_path: Path,
+          environment: dict[str, Any]) -> Path:
+    """``directory``: network.parquet, environment.json and plan.json (the plan run)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    frame.to_parquet(directory / NETWORK_FILE, index=False)
+    (directory / PLAN_COPY).write_bytes(Path(plan_path).read_bytes())
+    (directory / ENVIRONMENT).write_text(json.dumps(environment, indent=1, default=str) + "\n")
+    return directory / NETWORK_FILE
+
+
+def load(directory: Path) -> pd.DataFrame:
+    path = Path(directory) / NETWORK_FILE
+    if not path.is_file():
+        raise ConvbenchError(f"{path}: no such file (measure with: convbench run --network "
+                             "PLAN.json -o DIR)")
+    return pd.read_parquet(path)
+
+
+def _ms(seconds: float) -> str:
+    return "-" if not math.isfinite(seconds) else f"{seconds * 1e3:.3f}"
+
+
+def summary_table(frame: pd.DataFrame) -> str:
+    """Measured vs predicted per pass, and the plan's speedups, per thread count and mode."""
+    from convbench.textable import format_table
+
+    lines = []
+    for (threads, mode), group in frame.groupby(["threads", "cache"], sort=False):
+        rows = [["pass", "status", "measured ms", "95% CI ms", "predicted ms",
+                 "measured/predicted", "note"]]
+        for r in group.to_dict("records"):   # "pass" is a keyword: no itertuples
+            ok = r["status"] == "ok"
+            ratio = (r["median_s"] / r["predicted_s"] if ok and r["predicted_s"] > 0
+                     else math.nan)
+            rows.append([r["pass"], r["status"], _ms(r["median_s"]) if ok else "-",
+                         f"{_ms(r['ci_low_s'])}-{_ms(r['ci_high_s'])}" if ok else "-",
+                         _ms(r["predicted_s"]),
+                         f"{ratio:.2f}" if math.isfinite(ratio) else "-",
+                         "" if ok else str(r["reason"])[:80]])
+        plan_cache = group.plan_cache.iloc[0]
+        plan_threads = int(group.plan_threads.iloc[0])
+        lines.append(f"{threads} thread(s), cache {mode} (predictions are for "
+                     f"{plan_threads} thread(s), cache {plan_cache}):")
+        lines.append(format_table(rows, right=(2, 4, 5)))
+        lines.extend(speedup_lines(group))
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def speedup_lines(group: pd.DataFrame) -> list[str]:
+    """The plan's speedup over the best single-layout plan and over oneDNN (measured)."""
+    ok = group[group.status == "ok"].set_index("pass")
+    if planfile.PLAN not in ok.index:
+        return ["the plan's pass was not timed: no speedups"]
+    plan_s = float(ok.loc[planfile.PLAN, "median_s"])
+    out = []
+    single = [label for label in planfile.ALTERNATIVES if label in ok.index]
+    if single:
+        best = min(single, key=lambda label: float(ok.loc[label, "median_s"]))
+        out.append(f"plan vs best single-layout plan ({best}): "
+                   f"{float(ok.loc[best, 'median_s']) / plan_s:.2f}x")
+    if ONEDNN in ok.index:
+        out.append(f"plan vs oneDNN (prepacked): "
+                   f"{float(ok.loc[ONEDNN, 'median_s']) / plan_s:.2f}x")
+    return out

@@ -1,0 +1,294 @@
+"""The network pass: a whole network run with a plan's kernels, transforms and glue.
+
+:class:`NetworkPass` builds every conv occurrence once with its own weights (the plan's
+variant, prepacked in ``build``), allocates every tensor once in each layout the plan holds
+it in (page aligned, as the kernel worker allocates), and turns the ops into a flat list of
+calls: transforms the plan pays before an op (:mod:`convbench.kernels.transforms`), the
+conv's ``run`` or the glue kernel (:mod:`convbench.network.glue`), and the output's
+transform to NCHW.  Calling the pass runs that list: one whole network on the input held
+in :attr:`NetworkPass.input`, nothing allocated.
+
+Every transform the plan lists is executed, one per (tensor, consumer) edge as the
+dynamic program charged it, so the measured pass is the predicted one; two consumers
+needing the same tensor in the same layout share the destination buffer but each pays the
+copy (deduplicating them would be a faster executor than the plan models).
+
+:func:`check` holds every tensor of a pass against the float64 reference
+(:func:`convbench.network.reference.run_reference`) under the bound described there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from convbench.harness.inputs import page_aligned
+from convbench.kernels import layouts, registry, transforms
+from convbench.kernels.base import Prepared, Variant
+from convbench.kernels.reference import EPS32
+from convbench.network import glue
+from convbench.network.planfile import PassSpec, PlanFileError, TransformSpec
+from convbench.network.reference import random_weights
+from convbench.spec.network import INPUT, Network, Op
+
+Shape = tuple[int, int, int, int]
+# The constant of the pass's error bound (see check): twice the single conv's C, because
+# the bound is against a tensor's largest magnitude instead of each element's own sum of
+# |products| (which is larger by about sqrt(K), the slack the single-conv rule keeps).
+NETWORK_C = 4.0
+
+
+def network_inputs(network: Network, seed: int = 0) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The seeded NCHW input (uniform in [-1, 1)) and per-conv-op OIHW weights, float32
+    (the reference computes on exactly these values, in float64)."""
+    rng = np.random.default_rng([seed, 17])
+    x = rng.uniform(-1.0, 1.0, network.input_shape).astype(np.float32)
+    weights = {name: w.astype(np.float32)
+               for name, w in random_weights(network, seed).items()}
+    return x, weights
+
+
+def variant_of(variant_id: str) -> Variant:
+    """The variant a plan names; a ``@width`` suffix (plans over several vector widths) is
+    dropped: the pass runs at its worker's one width."""
+    return Variant.parse(variant_id.partition("@")[0])
+
+
+Call = tuple[Callable[..., None], tuple]
+
+
+@dataclass
+class NetworkPass:
+    """A plan's pass over ``network``, built and allocated; call it to run one pass."""
+
+    network: Network
+    spec: PassSpec
+    weights: Mapping[str, np.ndarray]
+    buffers: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    kernels: dict[str, Prepared] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
+    produced: dict[str, str] = field(default_factory=dict)   # tensor -> layout written
+    growth: float = 1.0                                       # largest error_growth used
+
+    def __post_init__(self) -> None:
+        net = self.network
+        self._buffer(INPUT, "nchw")
+        self.produced[INPUT] = "nchw"
+        for op, step in zip(net.ops, self.spec.steps, strict=True):
+            if op.name != step.op:
+                raise PlanFileError(f"{self.spec.label}: step {step.op!r} where the network "
+                                    f"runs {op.name!r}")
+            for t in step.transforms:
+                self._transform(t)
+            if op.kind == "conv":
+                self._conv(op, step.variant, step.in_layout, step.layout)
+            else:
+                self._glue(op, step.layout)
+            self.produced[op.name] = step.layout
+        tail = self.spec.output_transform
+        if tail is not None:
+            self._transform(tail)
+        if (net.output, "nchw") not in self.buffers:
+            raise PlanFileError(f"{self.spec.label}: the output {net.output!r} is left in "
+                                f"{self.produced[net.output]}, not delivered in nchw")
+
+    @property
+    def input(self) -> np.ndarray:
+        """The NCHW input buffer every call reads: fill it, then call."""
+        return self.buffers[INPUT, "nchw"]
+
+    def __call__(self) -> None:
+        for fn, args in self.calls:
+            fn(*args)
+
+    def output(self) -> np.ndarray:
+        """The network's output (NCHW) of the last call."""
+        return self.buffers[self.network.output, "nchw"]
+
+    def tensor_nchw(self, name: str) -> np.ndarray:
+        """Tensor ``name`` of the last call as NCHW (block padding dropped), from the layout
+        its op wrote."""
+        layout = self.produced[name]
+        return layouts.from_layout(self.buffers[name, layout], layout,
+                                   self.network.shape(name)[1])
+
+    # -- building ----------------------------------------------------------------------
+
+    def _buffer(self, tensor: str, layout: str) -> np.ndarray:
+        key = (tensor, layout)
+        if key not in self.buffers:
+            # zeros: a blocked layout's padding channels must read as zero before any op
+            # has written them (every writer keeps them zero after)
+            shape = transforms.stored_shape(self.network.shape(tensor), layout)
+            self.buffers[key] = page_aligned(np.zeros(shape, np.float32))
+        return self.buffers[key]
+
+    def _held(self, tensor: str, layout: str, reader: str) -> np.ndarray:
+        if (tensor, layout) not in self.buffers:
+            have = self.produced.get(tensor, "nothing")
+            raise PlanFileError(f"{self.spec.label}: {reader} reads {tensor!r} in {layout}, "
+                                f"but the plan leaves it in {have} with no transform")
+        return self.buffers[tensor, layout]
+
+    def _transform(self, t: TransformSpec) -> None:
+        src = self._held(t.tensor, t.src, f"the transform for {t.consumer}")
+        dst = self._buffer(t.tensor, t.dst)
+        self.calls.append((transforms.Transform(self.network.shape(t.tensor), t.src, t.dst),
+                           (src, dst)))
+
+    def _conv(self, op: Op, variant_id: str | None, in_layout: str, out_layout: str) -> None:
+        if variant_id is None:
+            raise PlanFileError(f"{self.spec.label}: conv {op.name!r} has no variant")
+        variant = variant_of(variant_id)
+        algorithm = registry.get(variant.algorithm)
+        problem = self.network.problem(op)
+        reason = algorithm.applies(problem, variant.layout, variant.param_dict)
+        if reason:
+            raise PlanFileError(f"{op.name} ({variant.id}) does not apply: {reason}")
+        prepared = algorithm.build(problem, self.weights[op.name], variant.layout,
+                                   variant.param_dict)
+        if (prepared.in_layout, prepared.out_layout) != (in_layout, out_layout):
+            raise PlanFileError(f"{self.spec.label}: {op.name} ({variant.id}) reads "
+                                f"{prepared.in_layout} and writes {prepared.out_layout}; the "
+                                f"plan says {in_layout} -> {out_layout}")
+        self.kernels[op.name] = prepared
+        self.growth = max(self.growth, algorithm.error_growth)
+        x = self._held(op.inputs[0], in_layout, op.name)
+        self.calls.append((prepared.run, (x, self._buffer(op.name, out_layout))))
+
+    def _glue(self, op: Op, layout: str) -> None:
+        ins = [self._held(name, layout, op.name) for name in op.inputs]
+        out = self._buffer(op.name, layout)
+        if op.kind in ("relu", "relu6"):
+            cap = glue.NO_CAP if op.kind == "relu" else glue.RELU6_CAP
+            self.calls.append((glue.clip_below_zero, (glue.flat(ins[0]), glue.flat(out), cap)))
+        elif op.kind == "add":
+            y = glue.flat(out)
+            self.calls.append((glue.add_into, (glue.flat(ins[0]), glue.flat(ins[1]), y)))
+            for more in ins[2:]:
+                self.calls.append((glue.add_into, (y, glue.flat(more), y)))
+        elif op.kind in ("maxpool", "avgpool"):
+            c = self.network.shape(op.name)[1]
+            self.calls.append((glue.run_pool, (glue.blocked_view(ins[0], layout, c),
+                                               glue.blocked_view(out, layout, c),
+                                               op.kind, op.k, op.s, op.p)))
+        else:
+            raise PlanFileError(f"no glue kernel for op kind {op.kind!r}")
+
+
+# -- verification -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PassCheck:
+    """A pass's tensors against the float64 reference."""
+
+    passed: bool
+    max_abs_err: float       # of the network's output
+    max_rel_err: float       # of the output: max |err| / max |reference|
+    err_bound_ratio: float   # worst err / bound over every tensor checked (<= 1 passes)
+    reason: str = ""
+
+
+def error_bounds(network: Network, reference: Mapping[str, np.ndarray],
+                 growth: Mapping[str, float] | float = 1.0) -> dict[str, float]:
+    """Per tensor, the largest absolute error a correct float32 pass may show.
+
+    The model (a bound on the random-walk rounding of the single-conv rule in
+    :mod:`convbench.kernels.reference`, carried through the graph; ``m(t)`` is
+    max |reference t|):
+
+    - a conv adds ``NETWORK_C * eps32 * sqrt(K) * growth * m(out)`` and carries its
+      input's error *relative* to the input's magnitude: with weights scaled by
+      1/sqrt(fan-in) (random_weights) a conv maps an error as it maps the signal;
+    - relu, relu6, max pooling and average pooling are 1-Lipschitz in the max norm: the
+      input's error carries over, average pooling adding the rounding of its k*k-term sum
+      (``NETWORK_C * eps32 * k * m(in)``);
+    - an add sums its inputs' errors plus one rounding per term (``eps32 * sum m(in)``).
+
+    So the bound grows with depth (a sum over the convs on the deepest path of eps *
+    sqrt(K)), about 4e-4 of a tensor's magnitude at ResNet-50's output, while a wrong
+    kernel (a missing tap, zeros, a misplaced block) errs by a sizeable fraction of it.
+    """
+    def g(op: Op) -> float:
+        return growth.get(op.name, 1.0) if isinstance(growth, Mapping) else float(growth)
+
+    mag = {name: float(np.max(np.abs(t))) if t.size else 0.0
+           for name, t in reference.items()}
+    bound: dict[str, float] = {INPUT: 0.0}
+    for op in network.ops:
+        ins = [bound[name] for name in op.inputs]
+        if op.kind == "conv":
+            k = network.problem(op).reduction_length
+            relative = ins[0] / mag[op.inputs[0]] if mag[op.inputs[0]] > 0 else 0.0
+            bound[op.name] = mag[op.name] * (relative + NETWORK_C * EPS32 * math.sqrt(k) * g(op))
+        elif op.kind == "add":
+            bound[op.name] = sum(ins) + EPS32 * sum(mag[n] for n in op.inputs)
+        elif op.kind == "avgpool":
+            bound[op.name] = ins[0] + NETWORK_C * EPS32 * op.k * mag[op.inputs[0]]
+        else:
+            bound[op.name] = ins[0]
+    return bound
+
+
+def check(network: Network, reference: Mapping[str, np.ndarray],
+          tensors: Mapping[str, np.ndarray], growth: Mapping[str, float] | float = 1.0
+          ) -> PassCheck:
+    """Every tensor in ``tensors`` (NCHW, by op name) against ``reference`` in op order;
+    fails at the first one outside its bound (:func:`error_bounds`) or not finite, naming
+    it: where a pass goes wrong, not only that its output does."""
+    bounds = error_bounds(network, reference, growth)
+    worst = 0.0
+    out = network.output
+    for op in network.ops:
+        if op.name not in tensors:
+            continue
+        got = np.asarray(tensors[op.name], np.float64)
+        want = reference[op.name]
+        if got.shape != want.shape:
+            return _failed(f"{op.name}: shape {got.shape}, expected {want.shape}")
+        if not np.all(np.isfinite(got)):
+            bad = int(np.count_nonzero(~np.isfinite(got)))
+            return _failed(f"{op.name} ({op.kind}): {bad} non-finite values")
+        err = np.abs(got - want)
+        i = int(np.argmax(err))
+        bound = bounds[op.name] + 1e-30
+        ratio = float(err.flat[i]) / bound
+        worst = max(worst, ratio)
+        if ratio > 1.0:
+            where = tuple(int(v) for v in np.unravel_index(i, got.shape))
+            return PassCheck(False, *_output_errors(tensors, reference, out), ratio,
+                             f"{op.name} ({op.kind}{', ' + op.layer if op.layer else ''}): "
+                             f"error {err.flat[i]:.3g} at n,c,h,w={where} is {ratio:.3g}x "
+                             f"the bound {bound:.3g} (got {got.flat[i]:.6g}, expected "
+                             f"{want.flat[i]:.6g})")
+    return PassCheck(True, *_output_errors(tensors, reference, out), worst)
+
+
+def _output_errors(tensors: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray],
+                   out: str) -> tuple[float, float]:
+    if out not in tensors:
+        return math.nan, math.nan
+    err = float(np.max(np.abs(np.asarray(tensors[out], np.float64) - reference[out])))
+    scale = float(np.max(np.abs(reference[out])))
+    return err, err / scale if scale > 0 else math.inf
+
+
+def _failed(reason: str) -> PassCheck:
+    return PassCheck(False, math.inf, math.inf, math.inf, reason)
+
+
+def pass_tensors(p: NetworkPass) -> dict[str, np.ndarray]:
+    """Every op's output of the last call, NCHW, for :func:`check`."""
+    return {op.name: p.tensor_nchw(op.name) for op in p.network.ops}
+
+
+def op_growth(network: Network, spec: PassSpec) -> dict[str, float]:
+    """Per conv op, its algorithm's declared error growth (Winograd, Strassen > 1)."""
+    out = {}
+    for op, step in zip(network.ops, spec.steps, strict=True):
+        if op.kind == "conv" and step.variant:
+            out[op.name] = registry.get(variant_of(step.variant).algorithm).error_growth
+    return out

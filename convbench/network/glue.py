@@ -1,0 +1,109 @@
+"""The glue between a network's convs (relu, relu6, max/avg pooling, residual add), in every
+activation layout a tensor can be held in.
+
+Like :mod:`convbench.kernels.transforms`, every layout is seen as NCHW[x]c, a 5-d array
+(N, ceil(C/x), H, W, x): NCHW is x = 1, NHWC is x = C, so one pooling kernel serves all
+three (:func:`blocked_view`).  Elementwise ops do not care about the layout at all and run
+on the flat buffer.  Channels that pad the last block of a blocked tensor hold zeros, and
+every op here maps zeros to zeros (relu(0) = 0, 0 + 0 = 0, the max or mean of a window of
+zeros is 0), so padding stays zero through the glue: the next blocked conv may read it.
+
+Kernels write into preallocated outputs (the network pass allocates nothing per call) and
+run in parallel over rows.  NaN propagates (relu of NaN is NaN; a NaN in a max window wins),
+so a kernel that wrote NaN upstream fails the pass's check instead of being masked.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from convbench.kernels import transforms
+
+NO_CAP = np.float32(np.inf)   # relu: clip below only
+RELU6_CAP = np.float32(6.0)
+
+
+def blocked_view(a: np.ndarray, layout: str, channels: int) -> np.ndarray:
+    """``a`` (C-contiguous, logical NCHW with ``channels`` channels, held in ``layout``) as
+    the 5-d (N, ceil(C/x), H, W, x) view; no copy."""
+    if layout == "nchw":
+        n, c, h, w = a.shape
+        return a.reshape(n, c, h, w, 1)
+    if layout == "nhwc":
+        n, h, w, c = a.shape
+        return a.reshape(n, 1, h, w, c)
+    transforms.block_of(layout, channels)   # ValueError for an unknown layout
+    return a
+
+
+def flat(a: np.ndarray) -> np.ndarray:
+    """The buffer as 1-d (a view: the buffers here are C-contiguous)."""
+    if not a.flags.c_contiguous:
+        raise ValueError("glue ops run on C-contiguous buffers")
+    return a.reshape(-1)
+
+
+@numba.njit(parallel=True, cache=True)
+def clip_below_zero(x, y, cap):  # pragma: no cover - jitted
+    """y = min(max(x, 0), cap) elementwise on flat buffers; NaN stays NaN."""
+    for i in numba.prange(x.size):
+        v = x[i]
+        if v < 0:
+            v = 0
+        elif v > cap:
+            v = cap
+        y[i] = v
+
+
+@numba.njit(parallel=True, cache=True)
+def add_into(a, b, y):  # pragma: no cover - jitted
+    """y = a + b elementwise on flat buffers (y may be a)."""
+    for i in numba.prange(y.size):
+        y[i] = a[i] + b[i]
+
+
+@numba.njit(parallel=True, cache=True)
+def pool(x, y, k, s, p, is_max):  # pragma: no cover - jitted
+    """k x k max or average pool, stride s, padding p, of 5-d x (N, CB, H, W, X) into y
+    (N, CB, OH, OW, X).  Max pool ignores padding (-inf); average pool counts it as zeros
+    and divides by k * k (PyTorch's ``count_include_pad=True``, as the reference does).
+    Parallel over output rows (image, channel block, output row)."""
+    n, cb, h, w, xb = x.shape
+    oh, ow = y.shape[2], y.shape[3]
+    scale = np.float32(1.0 / (k * k))
+    for row in numba.prange(n * cb * oh):
+        i = row // (cb * oh)
+        c = (row // oh) % cb
+        r = row % oh
+        h0 = r * s - p
+        for q in range(ow):
+            w0 = q * s - p
+            out = y[i, c, r, q]
+            for v in range(xb):
+                out[v] = -np.inf if is_max else 0.0
+            for dy in range(k):
+                yy = h0 + dy
+                if yy < 0 or yy >= h:
+                    continue
+                for dx in range(k):
+                    xx = w0 + dx
+                    if xx < 0 or xx >= w:
+                        continue
+                    src = x[i, c, yy, xx]
+                    if is_max:
+                        for v in range(xb):
+                            # a NaN input wins and, once in, stays (NaN > v is false)
+                            if src[v] > out[v] or src[v] != src[v]:
+                                out[v] = src[v]
+                    else:
+                        for v in range(xb):
+                            out[v] += src[v]
+            if not is_max:
+                for v in range(xb):
+                    out[v] *= scale
+
+
+def run_pool(x5: np.ndarray, y5: np.ndarray, kind: str, k: int, s: int, p: int) -> None:
+    """Pool between two 5-d views (:func:`blocked_view`); ``kind`` is maxpool or avgpool."""
+    pool(x5, y5, k, s, p, kind == "maxpool")

@@ -1,0 +1,253 @@
+"""The network pass (convbench run --network): glue ops in every layout against numpy, a
+mixed-layout plan's pass against the float64 reference, plan.json as the command reads it,
+the command's results directory, and a wrong kernel recorded as a failed pass, not timed.
+
+Everything runs on tests/data/net_suite.yaml (three convs on 8x8, a residual add, relu,
+relu6, a padded max pool, a global average pool); plans come from hand-written tuning
+records and transform timings through ``convbench plan``, so nothing heavy is measured.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from convbench.kernels import layouts, transforms
+from convbench.network import executor, glue, planfile
+from convbench.network.reference import run_op, run_reference
+from convbench.spec.network import Op
+from convbench.spec.suite import load_suite
+from tests.conftest import DATA
+
+SUITE = DATA / "net_suite.yaml"
+LAYOUTS = ("nchw", "nhwc", "nchw8c", "nchw4c")
+BLOCKED = {"ic_bn": 16, "oc_bn": 8, "reg_n": 4, "unroll_ker": False}
+
+
+def _record(layer: str, algorithm: str, layout: str, params: dict, seconds: float) -> str:
+    return json.dumps({"host": "h", "layer": layer, "descriptor": "", "algorithm": algorithm,
+                       "layout": layout, "params": params, "threads": 1,
+                       "vector_width": "auto", "cache": "warm", "round": 1,
+                       "median_s": seconds, "status": "ok"})
+
+
+def _make_plan(directory, extra: list[str] = ()) -> dict:
+    """plan.json of net_suite from ``convbench plan``: blocked and NHWC candidates much
+    faster than direct NCHW, so the plan mixes layouts and pays transforms."""
+    from convbench.cli import main
+
+    records = [_record(layer, "direct", layout, {}, seconds)
+               for layer in ("c3x3", "c1x1", "c3x3s")
+               for layout, seconds in (("nchw", 50e-6), ("nhwc", 40e-6))]
+    records += [_record("c3x3", "nchwc", "nchwxc", BLOCKED, 5e-6),
+                _record("c1x1", "im2col", "nhwc", {"gemm": "blas"}, 5e-6),
+                _record("c3x3s", "nchwc", "nchwxc", {**BLOCKED, "ic_bn": 8}, 5e-6), *extra]
+    (directory / "records.jsonl").write_text("\n".join(records) + "\n")
+    pd.DataFrame([{"mb": 1, "c": 16, "h": 8, "w": 8, "from_layout": a, "to_layout": b,
+                   "threads": 1, "median_s": 1e-6, "status": "ok"}
+                  for a, b in itertools.permutations(("nchw", "nhwc", "nchw8c", "nchw16c"), 2)]
+                 ).to_parquet(directory / "transforms.parquet")
+    with pytest.raises(SystemExit) as done:
+        main(["plan", str(SUITE), "--records", str(directory / "records.jsonl"),
+              "--transforms", str(directory), "-o", str(directory / "plan.json")])
+    assert done.value.code == 0
+    return json.loads((directory / "plan.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def plan_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("plan")
+    _make_plan(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def reference_pass():
+    """net_suite's graph, its seeded input and weights, and every reference tensor."""
+    graph = load_suite(SUITE).graph
+    x, weights = executor.network_inputs(graph, seed=0)
+    reference = run_reference(graph, None, {k: w.astype(np.float64)
+                                            for k, w in weights.items()}, x)
+    return graph, x, weights, reference
+
+
+# -- glue ops in every layout -----------------------------------------------------------
+
+@st.composite
+def glue_cases(draw):
+    kind = draw(st.sampled_from(["relu", "relu6", "add", "maxpool", "avgpool"]))
+    shape = (draw(st.integers(1, 2)), draw(st.integers(1, 20)), draw(st.integers(1, 7)),
+             draw(st.integers(1, 7)))
+    k = s = 1
+    p = 0
+    if kind in ("maxpool", "avgpool"):
+        k = draw(st.integers(1, min(shape[2], shape[3]) + 1))
+        s = draw(st.integers(1, 3))
+        p = draw(st.integers(0, k // 2))
+        if (min(shape[2], shape[3]) + 2 * p - k) < 0:
+            p = k // 2
+    return kind, shape, k, s, p, draw(st.sampled_from(LAYOUTS)), draw(st.integers(0, 2**16))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(glue_cases())
+def test_each_glue_op_in_each_layout_matches_numpy(case):
+    kind, shape, k, s, p, layout, seed = case
+    if min(shape[2], shape[3]) + 2 * p < k:
+        return   # the window does not fit: the network loader refuses such a pool
+    rng = np.random.default_rng(seed)
+    ins = [rng.uniform(-8, 8, shape).astype(np.float32) for _ in range(2 if kind == "add" else 1)]
+    op = Op("y", kind, tuple(f"x{i}" for i in range(len(ins))), k=k, s=s, p=p)
+    want = run_op(op, [a.astype(np.float64) for a in ins])
+    held = [layouts.to_layout(a, layout) for a in ins]
+    out = np.full(transforms.stored_shape(want.shape, layout), np.nan, np.float32)
+    c = shape[1]
+    if kind in ("relu", "relu6"):
+        cap = glue.NO_CAP if kind == "relu" else glue.RELU6_CAP
+        glue.clip_below_zero(glue.flat(held[0]), glue.flat(out), cap)
+    elif kind == "add":
+        glue.add_into(glue.flat(held[0]), glue.flat(held[1]), glue.flat(out))
+    else:
+        glue.run_pool(glue.blocked_view(held[0], layout, c), glue.blocked_view(out, layout, c),
+                      kind, k, s, p)
+    got = layouts.from_layout(out, layout, c)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5)
+    block = layouts.block_size(layout)
+    if block and c % block:   # the padding channels stay zero
+        assert np.all(out[:, -1, ..., c % block:] == 0)
+
+
+def test_nan_survives_relu_and_max_pool():
+    x = np.array([np.nan, -1, 2, 3], np.float32)
+    y = np.empty_like(x)
+    glue.clip_below_zero(x, y, glue.NO_CAP)
+    assert np.isnan(y[0]) and y[1] == 0
+    x5 = x.reshape(1, 1, 2, 2, 1)
+    y5 = np.empty((1, 1, 1, 1, 1), np.float32)
+    glue.run_pool(x5, y5, "maxpool", 2, 2, 0)
+    assert np.isnan(y5[0, 0, 0, 0, 0])
+
+
+# -- the pass ----------------------------------------------------------------------------
+
+def test_the_plan_as_the_command_reads_it_mixes_layouts(plan_dir):
+    plan = planfile.read_plan(plan_dir / "plan.json")
+    spec = plan.passes[planfile.PLAN]
+    layouts_used = {s.layout for s in spec.steps}
+    assert {"nhwc", "nchw8c"} <= layouts_used
+    assert any(s.variant and s.variant.startswith("nchwc/") for s in spec.steps)
+    assert sum(len(s.transforms) for s in spec.steps) >= 2 and spec.output_transform
+    assert any(s.kind == "add" for s in spec.steps)
+    for label in ("all-nchw", "all-nhwc"):
+        alt = plan.passes[label]
+        assert isinstance(alt, planfile.PassSpec), alt
+        assert {s.in_layout for s in alt.steps if s.kind == "conv"} == {label[4:]}
+    assert plan.bound_s < spec.predicted_s and plan.suite.name == "net"
+
+
+@pytest.mark.parametrize("label", ["plan", "all-nchw", "all-nhwc"])
+def test_a_pass_matches_the_float64_reference(plan_dir, reference_pass, label):
+    graph, x, weights, reference = reference_pass
+    spec = planfile.read_plan(plan_dir / "plan.json").passes[label]
+    run = executor.NetworkPass(graph, spec, weights)
+    run.input[...] = x
+    run()
+    verdict = executor.check(graph, reference, executor.pass_tensors(run),
+                             executor.op_growth(graph, spec))
+    assert verdict.passed, verdict.reason
+    assert verdict.err_bound_ratio < 0.5   # a correct pass sits well inside the bound
+    np.testing.assert_allclose(run.output(), reference[graph.output], rtol=1e-4, atol=1e-5)
+    # a second call on a changed input computes it afresh (no state left between calls)
+    run.input[...] = -x
+    run()
+    again = run_reference(graph, None, {k: w.astype(np.float64) for k, w in weights.items()},
+                          -x)
+    np.testing.assert_allclose(run.output(), again[graph.output], rtol=1e-4, atol=1e-5)
+
+
+def test_the_check_names_the_first_wrong_tensor(plan_dir, reference_pass):
+    graph, x, weights, reference = reference_pass
+    spec = planfile.read_plan(plan_dir / "plan.json").passes["plan"]
+    run = executor.NetworkPass(graph, spec, weights)
+    run.input[...] = x
+    run()
+    tensors = executor.pass_tensors(run)
+    tensors["conv2"] = tensors["conv2"] * (1 + 1e-3)   # a 0.1% error in one conv
+    verdict = executor.check(graph, reference, tensors)
+    assert not verdict.passed and verdict.reason.startswith("conv2 (conv, c1x1)")
+
+
+def test_a_plan_that_leaves_a_tensor_in_the_wrong_layout_is_refused(plan_dir,
+                                                                    reference_pass):
+    graph, _x, weights, _reference = reference_pass
+    spec = planfile.read_plan(plan_dir / "plan.json").passes["plan"]
+    broken = planfile.PassSpec("plan", tuple(s if s.op != "conv2" else
+                                             planfile.StepSpec(s.op, s.kind, s.variant,
+                                                               s.in_layout, s.layout)
+                                             for s in spec.steps),
+                               spec.output_transform, spec.predicted_s)
+    with pytest.raises(planfile.PlanFileError, match="conv2 reads 'relu1' in nhwc"):
+        executor.NetworkPass(graph, broken, weights)
+
+
+# -- the command -------------------------------------------------------------------------
+
+def test_run_network_writes_network_parquet(plan_dir, tmp_path, cli):
+    out = tmp_path / "net-results"
+    code, stdout, err = cli("run", "--network", plan_dir / "plan.json", "-o", out,
+                            "--cache", "warm", "--values", "3", "--min-time", "0.001",
+                            "--warmups", "0")
+    assert code == 0, err
+    frame = pd.read_parquet(out / "network.parquet")
+    rows = frame.set_index("pass")
+    for label in ("plan", "all-nchw", "all-nhwc"):
+        assert rows.loc[label, "status"] == "ok", rows.loc[label, "reason"]
+        assert math.isfinite(rows.loc[label, "median_s"]) and rows.loc[label, "n_values"] == 3
+        assert rows.loc[label, "predicted_s"] > 0
+        assert rows.loc[label, "err_bound_ratio"] < 1
+    assert rows.loc["onednn", "status"] == "ok" or rows.loc["onednn", "reason"]
+    assert math.isnan(rows.loc["onednn", "predicted_s"])
+    bound = rows.loc["per-layer-bound"]
+    assert bound.status == "skip" and bound.n_values == 0 and bound.predicted_s > 0
+    assert set(frame.cache) == {"warm"} and set(frame.threads) == {1}
+    assert (out / "plan.json").read_bytes() == (plan_dir / "plan.json").read_bytes()
+    assert json.loads((out / "environment.json").read_text())["host"] == frame.host.iloc[0]
+    assert "plan vs best single-layout plan" in stdout and "measured/predicted" in stdout
+
+
+def test_run_network_refuses_sweep_options(plan_dir, cli):
+    code, _out, err = cli("run", "smoke", "--network", plan_dir / "plan.json")
+    assert code == 2 and "SUITE" in err and "belong to a sweep" in err
+
+
+def test_a_wrong_kernel_fails_the_pass_and_is_not_timed(tmp_path, monkeypatch):
+    """t_wrong answers zeros: the passes running it fail verification, are recorded with
+    the reason and no values; the others are still timed (in-process worker)."""
+    from convbench.harness import network_run, network_worker
+    from convbench.kernels import registry
+
+    monkeypatch.setenv(registry.EXTRA_KERNELS_ENV, "tests.fault_kernels")
+    registry.algorithms.cache_clear()
+    monkeypatch.setattr(network_run, "_run_worker",
+                        lambda job, timeout: network_worker.run_job(job))
+    try:
+        _make_plan(tmp_path, [_record("c1x1", "t_wrong", "nchw", {}, 1e-9)])
+        plan = planfile.read_plan(tmp_path / "plan.json")
+        assert "t_wrong/nchw" in plan.passes["plan"].variants
+        frame = network_run.measure(plan, tmp_path / "plan.json", cache=("warm",),
+                                    timing=plan.suite.sweep.timing)
+    finally:
+        registry.algorithms.cache_clear()
+    rows = frame.set_index("pass")
+    for label in ("plan", "all-nchw"):   # both run t_wrong on the 1x1 conv
+        assert rows.loc[label, "status"] == "fail"
+        assert rows.loc[label, "reason"].startswith("conv2 (conv, c1x1)")
+        assert rows.loc[label, "n_values"] == 0 and math.isnan(rows.loc[label, "median_s"])
+    assert rows.loc["all-nhwc", "status"] == "ok" and rows.loc["all-nhwc", "n_values"] == 3
