@@ -147,7 +147,9 @@ from convbench.cli import main
 try:
     main(sys.argv[1:])
 except SystemExit as exc:
-    print("peak_rss_kib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+    # VmHWM: this image's peak RSS (ru_maxrss keeps the forking parent's across exec)
+    hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+    print("peak_rss_kib", hwm.split()[1], file=sys.stderr)
     raise
 """
 
