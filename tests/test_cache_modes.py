@@ -69,6 +69,7 @@ DEPTHWISE = """name: depthwise
 description: one small depthwise layer; its weights (1.2 KiB) fit every simulated cache
 layers:
   - {name: dw, shape: mb1g32ic32ih8oc32oh8kh3ph1, count: 1}
+sweep: {timing: {processes: 1}}   # the counts are the point here, not the times
 """
 
 
