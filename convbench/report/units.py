@@ -50,7 +50,8 @@ def ratio(value: float | None) -> str:
 def _kind(column: str) -> str:
     """How a report column's numbers read, from its name (aggregate's naming)."""
     name = column.split(" [")[0]   # join_runs: "median_s [run]"
-    if name.endswith("_s") or name in ("median", "mean", "min", "max"):
+    # own_vs_library: "median_s_own", "median_s_library"
+    if name.endswith("_s") or "_s_" in name or name in ("median", "mean", "min", "max"):
         return "seconds"
     if name.startswith("gflops"):
         return "gflops"
