@@ -142,8 +142,7 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
     from convbench.results.store import to_frame
     from convbench.status import Status
 
-    click.echo(run_summary(to_frame(outcome.rows)))
-    click.echo(f"results: {outcome.path}")
+    click.echo(run_summary(to_frame(outcome.rows), outcome.path))
     if outcome.interrupted:
         click.echo(f"interrupted; finish with: convbench run --resume {outcome.path}", err=True)
         return 130
