@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from convbench.cli import cli
-from convbench.report import aggregate
+from convbench.report import aggregate, units
 from convbench.report.build import build_report
 from convbench.results.load import ResultsError, load_results
 from tests.report_cases import EVIL, MACHINE, sample_run
@@ -78,7 +78,9 @@ def _same(shown: str, value) -> bool:
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
         return shown == ""
     if isinstance(value, float | int) and not isinstance(value, bool):
-        return math.isclose(float(shown), float(value), rel_tol=1e-3)
+        # cells read in human units (units.py): times to 4 digits, shares in whole percent
+        # above 10%, ratios and GFLOP/s to 2 decimals
+        return math.isclose(units.parse(shown), float(value), rel_tol=1e-3, abs_tol=0.005)
     return shown == str(value)
 
 
@@ -160,10 +162,14 @@ def test_two_runs_side_by_side_join_on_identity(two_runs):
     tables = {"before": load_results(before).table, "after": load_results(after).table}
     joined = aggregate.join_runs(tables)
     _assert_table_matches(parsed.tables["joined"], joined)
-    assert {"best-0", "best-1", "env-0", "env-1"} <= set(parsed.tables)
-    envs = {i: dict(map(tuple, parsed.tables[f"env-{i}"][1:])) for i in (0, 1)}
-    assert envs[0]["host"] == "testhost" and envs[1]["host"] == "other-host"
-    assert envs[0]["machine.peak_gflops.1.512"] == "115"
+    assert {"best-0", "best-1", "env", "headline"} <= set(parsed.tables)
+    # one environment table, a column per run
+    env = {row[0]: row[1:] for row in parsed.tables["env"][1:]}
+    assert parsed.tables["env"][0] == ["key", "before", "after"]
+    assert env["host"] == ["testhost", "other-host"]
+    assert env["machine.peak_gflops.1.512"][0] == "115"
+    assert parsed.tables["headline"][0] == ["", "before, 1 thread", "before, 2 threads",
+                                            "after, 1 thread", "after, 2 threads"]
     ratio = joined["time ratio [after/before]"]
     assert ratio.notna().sum() == (tables["before"].status == "ok").sum()
 

@@ -74,6 +74,53 @@ def test_clicking_a_header_sorts_its_table(page, tmp_path):
     logged = [m for m, _ in messages if m.startswith("SORTCHECK ")]
     assert len(logged) == 1 and len(messages) == 1, messages
     up, down = json.loads(logged[0].removeprefix("SORTCHECK "))
-    values = [float(v) for v in up]
+    # cells read "900 µs", "1.062 ms": sorted by the time they show, not by the digits
+    from convbench.report.units import parse
+
+    values = [parse(v) for v in up]
     assert values == sorted(values) and len(values) == 16
-    assert [float(v) for v in down] == sorted(values, reverse=True)
+    assert [parse(v) for v in down] == sorted(values, reverse=True)
+
+
+def _best_plan_seconds(run: Path) -> dict[int, float]:
+    """From results.parquet alone: per thread count, the sum over layers of the fastest ok
+    median time x the layer's count (what the headline calls the best plan)."""
+    import pandas as pd
+
+    frame = pd.read_parquet(run / "results.parquet")
+    ok = frame[frame["status"] == "ok"]
+    fastest = ok.groupby(["threads", "layer"])["median_s"].min().reset_index()
+    counts = frame.drop_duplicates("layer").set_index("layer")["layer_count"].fillna(1)
+    fastest["total"] = fastest["median_s"] * fastest["layer"].map(counts)
+    return {int(t): float(s) for t, s in fastest.groupby("threads")["total"].sum().items()}
+
+
+def test_headline_comes_first_and_holds_the_best_plan(page, tmp_path):
+    from convbench.report import units
+
+    probe = """<script>
+    var first = document.querySelector("section");
+    var cells = Array.prototype.map.call(
+      document.querySelectorAll("#headline tr"),
+      function (r) { return Array.prototype.map.call(r.cells, function (c) {
+        return c.textContent; }); });
+    var env = document.getElementById("environment");
+    console.log("HEADCHECK " + JSON.stringify({first: first.id, rows: cells,
+      last: document.querySelector("section:last-of-type").id,
+      envShown: env.querySelector("details").open}));
+    </script></body>"""
+    copy = page.parent / "headcheck.html"
+    copy.write_text(page.read_text().replace("</body>", probe))
+    messages = _chromium(copy, tmp_path, tmp_path / "head.png")
+    logged = [m for m, _ in messages if m.startswith("HEADCHECK ")]
+    assert len(logged) == 1, messages
+    seen = json.loads(logged[0].removeprefix("HEADCHECK "))
+    assert seen["first"] == "headline" and seen["last"] == "environment"
+    assert seen["envShown"] is False            # folded until clicked
+    header, *rows = seen["rows"]
+    network = dict(zip(header, next(r for r in rows if r[0].startswith("network time")),
+                       strict=True))
+    for run in ("before", "after"):
+        for threads, total in _best_plan_seconds(page.parent.parent / run).items():
+            column = f"{run}, {threads} thread{'s' if threads > 1 else ''}"
+            assert network[column].startswith(units.seconds(total) + " ("), (column, network)

@@ -18,6 +18,7 @@ from convbench.harness.plan import build_plan
 from convbench.kernels import layouts
 from convbench.machine import store as machine_store
 from convbench.machine.store import fastest_width
+from convbench.report import units
 from convbench.report.summary import run_summary
 from convbench.results import schema, store
 from convbench.spec.suite import load_suite
@@ -266,14 +267,15 @@ def test_terminal_network_totals_equal_the_reports(tmp_path):
                     "-o", str(out), "-q")
     assert run.returncode == 0, run.stderr
     printed = {int(m[1]): _seconds(m[2]) for m in re.finditer(
-        r"network total at (\d+) thread\(s\), best plan over 2/2 layers: ([\d.]+ \w+)",
+        r"network total at (\d+) thread\(s\), best plan \(fastest variant per layer x "
+        r"count\) over 2/2 layers: ([\d.]+ \w+)",
         run.stdout)}
     assert set(printed) == {1, 2}, run.stdout
     made = convbench("report", str(out), "--format", "md", "-o", str(rep))
     assert made.returncode == 0, made.stderr
     text = (rep / "report.md").read_text()
     network = text[text.index("## Network totals"):]
-    in_report = {int(m[1]): float(m[2]) for m in re.finditer(
+    in_report = {int(m[1]): units.parse(m[2]) for m in re.finditer(
         r"^\| (\d+) \| best plan \| 2/2 \| ([^|]+) \|", network, re.M)}
     assert set(in_report) == {1, 2}
     for threads, seconds in printed.items():

@@ -284,20 +284,22 @@ def test_mobilenet_v2_has_final_1x1_to_1280():
 def test_smoke_suite_covers_the_main_cases():
     problems = [layer.problem for layer in _suite("smoke").layers]
     assert any(p.kh == 3 and p.sh == 1 and p.ph == 1 and p.g == 1 for p in problems)
-    assert any(p.kh == 1 and p.kw == 1 for p in problems)
-    assert any(p.sh > 1 for p in problems)
+    assert any(p.kh == 1 and p.kw == 1 and p.ph == 0 for p in problems)   # Strassen's case
     assert any(p.is_depthwise and p.kh == 3 for p in problems)
 
 
 def test_smoke_suite_is_small_and_quick():
+    """Small enough to run cold, numba compile included, in about a minute on 2 cores: one
+    variant per tunable algorithm, one thread, one worker process (the run's time is the
+    lead's benchmark, never a timed test)."""
     suite = _suite("smoke")
-    assert len(suite.layers) <= 6
+    assert len(suite.layers) <= 4
     assert all(p.ic <= 64 and p.oc <= 64 and p.ih <= 32 for p in
                (layer.problem for layer in suite.layers))
     assert suite.total_macs < 20_000_000
     sweep = suite.sweep
-    assert sweep.algorithms == ("direct", "im2col")
-    assert sweep.layouts == ("nchw", "nhwc")
+    assert sweep.algorithms is None       # every registered family (tests/test_smoke_suite.py)
     assert sweep.threads == (1,)
+    assert all(len(values) <= 2 for knobs in sweep.params.values() for values in knobs.values())
     t = sweep.timing
-    assert (t.min_time, t.values, t.warmups, t.timeout) == (0.005, 3, 1, 60.0)
+    assert (t.min_time, t.values, t.warmups, t.timeout, t.processes) == (0.005, 3, 1, 60.0, 1)

@@ -28,6 +28,9 @@ import click
               help="Override timing.values.")
 @click.option("--warmups", type=click.IntRange(min=0), help="Override timing.warmups.")
 @click.option("--timeout", type=float, help="Override timing.timeout (s per case).")
+@click.option("--processes", "n_processes", type=click.IntRange(min=1),
+              help="Override timing.processes (worker processes per group, values pooled; "
+                   "the smoke suite uses 1, a CI gate wants 3).")
 @click.option("--threads", "threads", metavar="N[,N...]",
               help="Override sweep.threads, e.g. --threads 1,2.")
 @click.option("--vector-widths", "vector_widths", metavar="W[,W...]",
@@ -61,7 +64,8 @@ import click
 def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry_run: bool,
             only: tuple[str, ...], exclude: tuple[str, ...], counters: str, seed: int,
             min_time: float | None, n_values: int | None, warmups: int | None,
-            timeout: float | None, threads: str | None, vector_widths: str | None,
+            timeout: float | None, n_processes: int | None, threads: str | None,
+            vector_widths: str | None,
             cache_modes: str | None, cold_bytes: int | None, cpus: str | None,
             records_path: Path | None, network_plan: Path | None,
             measure_machine: bool | None, quiet: bool) -> int:
@@ -89,7 +93,8 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
                                  "belong to a sweep")
         return _run_network(network_plan, output, threads, cache_modes, cpus, seed,
                             cold_bytes, {"min_time": min_time, "values": n_values,
-                                         "warmups": warmups, "timeout": timeout})
+                                         "warmups": warmups, "timeout": timeout,
+                                         "processes": n_processes})
     if resume_dir is not None:
         if suite or output or cpus or records_path:
             raise ConvbenchError("--resume takes the results directory alone (no SUITE, -o, "
@@ -99,7 +104,8 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
         if not suite:
             raise ConvbenchError("give a SUITE to run, or --resume DIR")
         overrides = {k: v for k, v in (("min_time", min_time), ("values", n_values),
-                                       ("warmups", warmups), ("timeout", timeout))
+                                       ("warmups", warmups), ("timeout", timeout),
+                                       ("processes", n_processes))
                      if v is not None}
         options = run_options.RunOptions(only=only, exclude=exclude, counters=counters,
                                     seed=seed, timing=overrides,
@@ -136,8 +142,7 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
     from convbench.results.store import to_frame
     from convbench.status import Status
 
-    click.echo(run_summary(to_frame(outcome.rows)))
-    click.echo(f"results: {outcome.path}")
+    click.echo(run_summary(to_frame(outcome.rows), outcome.path))
     if outcome.interrupted:
         click.echo(f"interrupted; finish with: convbench run --resume {outcome.path}", err=True)
         return 130

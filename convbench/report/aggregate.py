@@ -36,7 +36,7 @@ def ok_rows(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["status"] == Status.OK].copy()
 
 
-def _fastest(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def fastest(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """The row with the smallest median time in each group of ``keys``."""
     if frame.empty:
         return frame
@@ -48,9 +48,9 @@ def best_by_algorithm(table: pd.DataFrame) -> pd.DataFrame:
     best direct variant and the best library baseline of the same setting (NaN when the
     run has none)."""
     ok = ok_rows(table)
-    best = _fastest(ok, [*SETTING, "algorithm"])
-    direct = _fastest(ok[ok["algorithm"] == DIRECT], SETTING)
-    base = _fastest(ok[ok["baseline"].fillna(False).astype(bool)], SETTING)
+    best = fastest(ok, [*SETTING, "algorithm"])
+    direct = fastest(ok[ok["algorithm"] == DIRECT], SETTING)
+    base = fastest(ok[ok["baseline"].fillna(False).astype(bool)], SETTING)
     out = best.merge(direct[[*SETTING, "median_s"]].rename(columns={"median_s": "direct_s"}),
                      on=SETTING, how="left")
     out = out.merge(base[[*SETTING, "median_s"]].rename(columns={"median_s": "baseline_s"}),
@@ -74,8 +74,8 @@ def own_vs_library(table: pd.DataFrame) -> pd.DataFrame:
     ok = ok_rows(table)
     is_library = ok["baseline"].fillna(False).astype(bool)
     cols = [*SETTING, "variant", "median_s", "gflops"]
-    own = _fastest(ok[~is_library], SETTING)[cols]
-    lib = _fastest(ok[is_library], SETTING)[cols]
+    own = fastest(ok[~is_library], SETTING)[cols]
+    lib = fastest(ok[is_library], SETTING)[cols]
     out = own.merge(lib, on=SETTING, how="outer", suffixes=("_own", "_library")).rename(
         columns={"variant_own": "best_own", "variant_library": "best_library"})
     out["own_speedup"] = out["median_s_library"] / out["median_s_own"]
@@ -100,7 +100,7 @@ def own_vs_library(table: pd.DataFrame) -> pd.DataFrame:
 def best_plan(table: pd.DataFrame) -> pd.DataFrame:
     """The fastest ok variant of every setting: the network's best plan per thread count,
     with the layer's share of the network time (count-weighted)."""
-    best = _fastest(ok_rows(table), SETTING).copy()
+    best = fastest(ok_rows(table), SETTING).copy()
     best["layer_count"] = best["layer_count"].fillna(1).astype("int64")
     best["total_s"] = best["median_s"] * best["layer_count"]
     best["share"] = best["total_s"] / best.groupby("threads")["total_s"].transform("sum")
@@ -120,9 +120,9 @@ def network_totals(table: pd.DataFrame) -> pd.DataFrame:
     flops = float((table.drop_duplicates("layer").set_index("layer")["flops"] * layers).sum())
     rows = []
     for threads, group in ok.groupby("threads"):
-        plans = {"best plan": _fastest(group, ["layer"])}
+        plans = {"best plan": fastest(group, ["layer"])}
         for algorithm, alg_rows in group.groupby("algorithm", sort=False):
-            plans[algorithm] = _fastest(alg_rows, ["layer"])
+            plans[algorithm] = fastest(alg_rows, ["layer"])
         for plan, rows_ in plans.items():
             covered = len(rows_)
             time_s = float((rows_["median_s"] * rows_["layer"].map(layers)).sum())
@@ -194,7 +194,7 @@ def thread_scaling(table: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["algorithm", "threads", "gflops", "speedup"])
     rows = []
     for algorithm, group in ok.groupby("algorithm", sort=False):
-        best = _fastest(group, SETTING)
+        best = fastest(group, SETTING)
         counts = best.groupby("layer")["threads"].nunique()
         best = best[best["layer"].isin(counts[counts == best["threads"].nunique()].index)]
         weight = best["layer_count"].fillna(1)

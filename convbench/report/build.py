@@ -81,24 +81,54 @@ def _write_csv(runs: Loaded, sections, joined, out: Path) -> Path:
     return out
 
 
+def _headline(runs: Loaded) -> pd.DataFrame:
+    from convbench.report.headline import headline_frame, headlines
+
+    return headline_frame([h for name in runs.names
+                           for h in headlines(name, runs.tables[name])])
+
+
+def _environments(runs: Loaded) -> dict[str, dict[str, str]]:
+    return {name: dict(environment_items(runs.environments[name])) for name in runs.names}
+
+
+# The reading order: the answer, then how each layer gets there, then the evidence, then
+# the details; the environment comes last (it matters when numbers disagree, not before).
+LEAD, DETAIL = ("versus", "plan", "network", "best"), ("sensitivity", "scaling",
+                                                       "share_flags", "failures",
+                                                       "counters_missing")
+
+
+def _section(key: str):
+    return next(s for s in PER_RUN if s.key == key)
+
+
 def _write_markdown(runs: Loaded, sections, joined, figures, out: Path) -> Path:
+    from convbench.report.headline import ABOUT
     from convbench.report.text import markdown_table
     from convbench.textsafe import markdown
 
-    lines = [f"# {markdown(_title(runs))}", ""]
-    for name in runs.names:
-        lines += [f"## Environment: {markdown(name)}", "",
-                  markdown_table(pd.DataFrame(environment_items(runs.environments[name]),
-                                              columns=["key", "value"]))]
-    for section in PER_RUN:
+    lines = [f"# {markdown(_title(runs))}", "", "## The answer", "", ABOUT, "",
+             markdown_table(_headline(runs))]
+    for key in LEAD:
+        section = _section(key)
         lines += [f"## {section.title}", "", section.about, ""]
         for name in runs.names:
-            lines += [f"### {markdown(name)}", "", markdown_table(sections[name][section.key])]
+            lines += [f"### {markdown(name)}", "", markdown_table(sections[name][key])]
     if joined is not None:
         lines += ["## Runs side by side", "", markdown_table(joined)]
     lines += ["## Figures", ""]
     lines += [f"![{markdown(f.title)}]({f.path.name})\n\n{markdown(f.caption)}\n"
               for f in figures]
+    for key in DETAIL:
+        section = _section(key)
+        lines += [f"## {section.title}", "", section.about, ""]
+        for name in runs.names:
+            lines += [f"### {markdown(name)}", "", markdown_table(sections[name][key])]
+    envs = _environments(runs)
+    keys = list(dict.fromkeys(k for env in envs.values() for k in env))
+    lines += ["## Environment", "", markdown_table(pd.DataFrame(
+        {"key": keys, **{name: [env.get(k, "") for k in keys] for name, env in envs.items()}}))]
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path
@@ -106,26 +136,28 @@ def _write_markdown(runs: Loaded, sections, joined, figures, out: Path) -> Path:
 
 def _write_html(runs: Loaded, sections, joined, figures, out: Path) -> Path:
     from convbench.report import html as h
+    from convbench.report.headline import ABOUT
 
     def per_run(key: str) -> str:
-        return "".join(h.heading(name) + h.table_html(sections[name][key], f"{key}-{i}")
-                       for i, name in enumerate(runs.names))
+        section = _section(key)
+        return h.paragraph(section.about) + h.side_by_side(
+            [h.heading(name) + h.table_html(sections[name][key], f"{key}-{i}")
+             for i, name in enumerate(runs.names)])
 
-    env = '<div class="runs">' + "".join(
-        "<div>" + h.heading(name) + h.table_html(
-            pd.DataFrame(environment_items(runs.environments[name]), columns=["key", "value"]),
-            f"env-{i}") + "</div>" for i, name in enumerate(runs.names)) + "</div>"
-    parts = [("environment", "Environment", env)]
-    for s in PER_RUN[:3]:
-        parts.append((s.key, s.title, h.paragraph(s.about) + per_run(s.key)))
+    parts = [("headline", "The answer", h.paragraph(ABOUT)
+              + h.table_html(_headline(runs), "headline", css="wrap headline"))]
+    parts += [(key, _section(key).title, per_run(key)) for key in LEAD]
     if joined is not None:
         parts.append(("side-by-side", "Runs side by side", h.paragraph(
             "Every ok case of every run joined on layer, variant, threads and vector width "
             "(a run with several cache modes shows each mode as a run of its own).")
             + h.table_html(joined, "joined")))
     parts.append(("figures", "Figures", "".join(h.figure_html(f) for f in figures)))
-    for s in PER_RUN[3:]:
-        parts.append((s.key, s.title, h.paragraph(s.about) + per_run(s.key)))
+    parts += [(key, _section(key).title, per_run(key)) for key in DETAIL]
+    parts.append(("environment", "Environment", h.folded(
+        f"Host, libraries and machine limits of {len(runs.names)} run(s): click to show "
+        "(keys whose values differ between runs are highlighted)",
+        h.environment_html(_environments(runs)))))
     path = out / "index.html"
     path.write_text(h.page(_title(runs), parts))
     return path

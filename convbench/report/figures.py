@@ -50,8 +50,19 @@ def _label(text: object) -> str:
 
 
 def _colors(names: list[str]) -> dict[str, Any]:
-    cmap = plt.get_cmap("tab10")
-    return {name: cmap(i % 10) for i, name in enumerate(names)}
+    """One distinct color per name: tab10 up to ten names, tab20 up to twenty (the smoke
+    suite alone has 13 algorithms; with tab10 direct and xnnpack were both blue)."""
+    if len(names) <= 10:
+        cmap, n = plt.get_cmap("tab10"), 10
+    else:
+        cmap, n = plt.get_cmap("tab20"), 20
+    return {name: cmap(i % n) for i, name in enumerate(names)}
+
+
+def _legend_outside(ax: Any) -> None:
+    """The legend right of the last panel, where it hides no point or bar."""
+    ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
+              borderaxespad=0.0)
 
 
 def _save(fig: Any, path: Path, title: str, caption: str) -> Figure:
@@ -100,7 +111,7 @@ def bars_by_layer(runs: Runs, out: Path) -> list[Figure]:
             ax.set_title(f"{_label(name)}: {t} thread{'s' if t > 1 else ''}")
             ax.grid(axis="y", alpha=0.3)
         axes[0].set_ylabel("GFLOP/s (best variant, 95% CI of the median)")
-        axes[-1].legend(fontsize="small", loc="best")
+        _legend_outside(axes[-1])
         figures.append(_save(fig, out / f"gflops_by_layer_t{t}.png",
                              f"GFLOP/s by layer and algorithm, {t} thread(s)",
                              "Each algorithm's fastest variant per layer; error bars: the "
@@ -133,14 +144,18 @@ def roofline(runs: Runs, envs: dict[str, dict], out: Path) -> list[Figure]:
                     ax.scatter(ai[sel], ok.loc[sel, "gflops"], s=16, alpha=0.75,
                                color=colors[alg], label=_label(alg), zorder=3)
             machine = envs.get(name, {}).get("machine")
-            if not _draw_roofs(ax, machine, t, ai):
+            if not _draw_roofs(ax, machine, t, ai, ok["gflops"]):
                 bare.append(name)
-                ax.set_title(f"{_label(name)}: no machine limits recorded, no roofs")
+                ax.set_title(f"{_label(name)}: roofline, {t} thread{'s' if t > 1 else ''}")
+                ax.text(0.5, 0.97, "no machine limits recorded for this host: no roofs\n"
+                        "(`convbench machine` measures them; then run again)",
+                        transform=ax.transAxes, ha="center", va="top", fontsize="small",
+                        bbox={"boxstyle": "round", "fc": "#fff6d5", "ec": "#e0b000"})
             else:
                 ax.set_title(f"{_label(name)}: roofline, {t} thread{'s' if t > 1 else ''}")
             ax.set_xlabel("arithmetic intensity (FLOP / compulsory byte)")
             ax.grid(True, which="major", alpha=0.3)
-            ax.legend(fontsize="x-small", loc="lower right")
+        _legend_outside(axes[-1])
         axes[0].set_ylabel("GFLOP/s")
         caption = ("Every ok variant placed by nominal FLOPs over compulsory bytes (input + "
                    "weights + output). Roofs: the measured peak (best vector width) and the "
@@ -156,19 +171,35 @@ def roofline(runs: Runs, envs: dict[str, dict], out: Path) -> list[Figure]:
     return figures
 
 
-def _draw_roofs(ax: Any, machine: dict | None, threads: int, ai: pd.Series) -> bool:
-    """Peak and bandwidth roofs from the machine limits; False when there are none.  The x
-    range covers the variants and every ridge point."""
-    from matplotlib.ticker import NullFormatter
+def _plain_log_axes(ax: Any) -> None:
+    """Log axes labelled 0.1, 1, 10 at the decades only: minor labels (2x10^0, 3x10^0, ...)
+    overlapped as soon as the range spanned less than a decade or two."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(LogLocator(base=10))
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(NullFormatter())
+
+
+def _draw_roofs(ax: Any, machine: dict | None, threads: int, ai: pd.Series,
+                gflops: pd.Series) -> bool:
+    """Peak and bandwidth roofs from the machine limits, each labelled on its line; False
+    when there are none.  The x range covers the variants and every ridge point, the y
+    range the variants and the peak with room for its label."""
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _plain_log_axes(ax)
     peak = peak_for(machine, threads)
+    points = [v for v in gflops.tolist() if v > 0]
     if not math.isfinite(peak):
+        if points:
+            ax.set_ylim(min(points) / 2, max(points) * 4)   # room for the note on top
+        if len(ai):
+            # at least two decade ticks, as on a panel with roofs
+            ax.set_xlim(float(ai.min()) / 4, float(ai.max()) * 4)
         return False
-    # the range spans decades once the ridges are in: minor labels would overlap
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.yaxis.set_minor_formatter(NullFormatter())
     roofs = {lv: bandwidth_for(machine, lv, threads) for lv in _LEVEL_STYLE}
     roofs = {lv: bw for lv, bw in roofs.items() if math.isfinite(bw) and bw > 0}
     ridges = [peak / bw for bw in roofs.values()]
@@ -176,12 +207,20 @@ def _draw_roofs(ax: Any, machine: dict | None, threads: int, ai: pd.Series) -> b
     hi = max([*ai.tolist(), *ridges, 1.0]) * 4
     x = np.logspace(np.log10(lo), np.log10(hi), 200)
     ax.plot([lo, hi], [peak, peak], color="black", lw=1.2)
-    ax.annotate(f"peak {peak:.0f} GFLOP/s", (hi, peak), ha="right", va="bottom",
-                fontsize="small")
-    for level, bw in roofs.items():
-        ax.plot(x, np.minimum(peak, bw * x), color="gray", ls=_LEVEL_STYLE[level], lw=1,
-                label=f"{level} {bw:.0f} GB/s")
+    ax.annotate(f"peak {peak:.0f} GFLOP/s", (lo, peak), xytext=(4, 3),
+                textcoords="offset points", ha="left", va="bottom", fontsize="small")
+    y_lo = min([*points, peak / 100]) / 2
+    lines = [ax.plot(x, np.minimum(peak, bw * x), color="gray", ls=_LEVEL_STYLE[level],
+                     lw=1)[0] for level, bw in roofs.items()]
+    if lines:
+        # a legend of this panel's roofs (each host has its own): labels on the lines
+        # collided, the L1 and L2 ridges lie within a few percent of each other
+        key = ax.legend(lines, [f"{level} {bw:.0f} GB/s" for level, bw in roofs.items()],
+                        title="bandwidth roofs", fontsize="x-small", title_fontsize="x-small",
+                        loc="lower right", framealpha=0.9)
+        ax.add_artist(key)
     ax.set_xlim(lo, hi)
+    ax.set_ylim(y_lo, peak * 2.5)
     return True
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Iterable
 
 import pandas as pd
@@ -27,11 +28,20 @@ nav a{margin-right:1em}p.about{color:#555;margin:.2em 0 .6em}
 table{border-collapse:collapse;font-size:12px}
 th,td{padding:2px 8px;border-bottom:1px solid #eee;text-align:left;white-space:nowrap}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
+td:not(.num){white-space:normal;max-width:24em}
 th{background:#f3f3f3;position:sticky;top:0;cursor:pointer;user-select:none}
 th[data-dir=asc]::after{content:" \\25B2"}th[data-dir=desc]::after{content:" \\25BC"}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}
 figcaption{color:#555}.runs{display:flex;gap:2em;flex-wrap:wrap}
 .note{background:#fff6d5;padding:.4em .8em;border-left:3px solid #e0b000}
+.runs>div{flex:1 1 0;min-width:28em;max-width:100%}
+table.wrap td,table.wrap th{white-space:normal;vertical-align:top}
+table.headline{font-size:14px}table.headline td:first-child{font-weight:600}
+table.headline td{padding:4px 12px;max-width:40em}
+details>summary{cursor:pointer;color:#335}
+table#env td:first-child{overflow-wrap:anywhere}tr.differs td{background:#fff6d5}
+details.value>summary{white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:60em}
+details.value div{white-space:normal;word-break:break-word;max-width:80em}
 """
 
 # Click a header: sort its table by that column, numbers numerically, again to reverse.
@@ -44,7 +54,12 @@ document.querySelectorAll("table.sortable th").forEach(function (th) {
     table.querySelectorAll("th").forEach(function (h) { delete h.dataset.dir; });
     th.dataset.dir = dir;
     var key = function (row) {
-      var text = row.cells[col].textContent, num = parseFloat(text);
+      var cell = row.cells[col], text = cell.textContent, num;
+      if (cell.dataset.sort !== undefined) {
+        num = parseFloat(cell.dataset.sort);
+        return isNaN(num) ? Infinity : num;   // empty cells last going up
+      }
+      num = parseFloat(text);
       return isNaN(num) || String(num).length < text.length - 4 ? text : num;
     };
     var rows = Array.prototype.slice.call(body.rows);
@@ -66,8 +81,9 @@ def _e(value: object) -> str:
     return html.escape(terminal(str(value)), quote=True)
 
 
-def table_html(frame: pd.DataFrame, table_id: str) -> str:
-    """A DataFrame as a sortable table; every header and cell escaped."""
+def table_html(frame: pd.DataFrame, table_id: str, css: str = "sortable") -> str:
+    """A DataFrame as a table (sortable unless ``css`` says otherwise; "wrap" lets long
+    cells wrap); every header and cell escaped."""
     if frame.empty:
         return '<p class="about">(none)</p>'
     text = as_text(frame)
@@ -75,12 +91,73 @@ def table_html(frame: pd.DataFrame, table_id: str) -> str:
         frame[c]) for c in frame.columns]
     head = "".join(f"<th>{_e(c)}</th>" for c in frame.columns)
     rows = []
-    for values in text.itertuples(index=False):
-        cells = "".join(f'<td class="num">{_e(v)}</td>' if num else f"<td>{_e(v)}</td>"
-                        for v, num in zip(values, numeric, strict=True))
+    for shown, raw in zip(text.itertuples(index=False), frame.itertuples(index=False),
+                          strict=True):
+        # a number cell carries its raw value to sort by: "1.2 ms" sorts after "900 µs"
+        cells = "".join(f'<td class="num" data-sort="{_sort_key(r)}">{_e(v)}</td>' if num
+                        else f"<td>{_breakable(v)}</td>"
+                        for v, r, num in zip(shown, raw, numeric, strict=True))
         rows.append(f"<tr>{cells}</tr>")
-    return (f'<div class="scroll"><table class="sortable" id="{_e(table_id)}"><thead><tr>'
+    return (f'<div class="scroll"><table class="{_e(css)}" id="{_e(table_id)}"><thead><tr>'
             f'{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
+
+
+_VARIANT_LIKE = re.compile(r"[\w.=,+-]+(/[\w.=,+-]+)+")
+
+
+def _breakable(text: str) -> str:
+    """Escaped text that may wrap after a "/": a variant id (nchwc/nchwxc/ic_bn=16/...)
+    breaks between its parts, never inside a parameter.  Only plain ids get the breaks:
+    any other text is shown exactly as escaped."""
+    if not _VARIANT_LIKE.fullmatch(text):
+        return _e(text)
+    return _e(text).replace("/", "/<wbr>")
+
+
+def _sort_key(value: object) -> str:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ""
+    return "" if number != number else repr(number)
+
+
+# a value longer than this (the CPU flags: ~100 words on one line) is folded
+FOLD_CHARS = 100
+
+
+def _env_cell(value: str) -> str:
+    if len(value) <= FOLD_CHARS:
+        return f"<td>{_e(value)}</td>"
+    words = value.count(",") + 1 if value.startswith("[") else len(value.split())
+    return (f'<td><details class="value"><summary>{_e(value[:60])}… ({words} items, '
+            f"click to show)</summary><div>{_e(value)}</div></details></td>")
+
+
+def environment_html(items: dict[str, dict[str, str]], table_id: str = "env") -> str:
+    """The runs' environments as one table, key by run (``items``: run -> key -> text), the
+    keys whose values differ between runs highlighted, long values folded."""
+    names = list(items)
+    keys = list(dict.fromkeys(k for run in items.values() for k in run))
+    head = "<th>key</th>" + "".join(f"<th>{_e(n)}</th>" for n in names)
+    rows = []
+    for key in keys:
+        values = [items[n].get(key, "") for n in names]
+        css = ' class="differs"' if len(set(values)) > 1 else ""
+        rows.append(f"<tr{css}><td>{_e(key)}</td>" + "".join(map(_env_cell, values))
+                    + "</tr>")
+    return (f'<table class="wrap" id="{_e(table_id)}"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>')
+
+
+def folded(summary: str, inner: str) -> str:
+    """``inner`` (already escaped HTML) behind a click on ``summary``."""
+    return f"<details><summary>{_e(summary)}</summary>{inner}</details>"
+
+
+def side_by_side(parts: list[str]) -> str:
+    """Blocks (one per run) next to each other where the page is wide enough."""
+    return '<div class="runs">' + "".join(f"<div>{p}</div>" for p in parts) + "</div>"
 
 
 def figure_html(figure: Figure) -> str:

@@ -8,12 +8,12 @@ case counts by status and, for every broken case, the command that reproduces it
 
 from __future__ import annotations
 
-import math
+from pathlib import Path
 
 import pandas as pd
 
 from convbench.identity import CaseKey
-from convbench.report import aggregate
+from convbench.report import aggregate, units
 from convbench.status import BROKEN, STATUSES, Status
 from convbench.textable import format_table
 from convbench.textsafe import terminal
@@ -22,13 +22,9 @@ MAX_REPRODUCERS = 20
 
 
 def human_seconds(s: float) -> str:
-    """A time in the unit that reads best: us, ms or s, four significant digits."""
-    if s is None or math.isnan(s):
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if s >= scale or unit == "us":
-            return f"{s / scale:.4g} {unit}"
-    raise AssertionError("unreachable")
+    """A time in the unit that reads best: us, ms or s, four significant digits (``us``:
+    a terminal may not show µ)."""
+    return units.seconds(s, micro="us")
 
 
 def _ratio(value: float) -> str:
@@ -49,7 +45,7 @@ def best_table(table: pd.DataFrame) -> str:
     versus = aggregate.own_vs_library(table)
     counts = table.drop_duplicates("layer").set_index("layer")["layer_count"]
     rows = [("t", "layer", "count", "best own", "median", "GFLOP/s", "best library", "median",
-             "own x")]
+             "lib/own")]
     for r in versus.itertuples(index=False):
         count = str(counts.get(r.layer, ""))
         rows.append((str(r.threads), r.layer, count, _cell(r.best_own), _time(r.median_s_own),
@@ -60,16 +56,25 @@ def best_table(table: pd.DataFrame) -> str:
 
 
 def network_lines(table: pd.DataFrame) -> list[str]:
-    """One line per thread count: the best plan's count-weighted network time."""
-    totals = aggregate.network_totals(table)
-    lines = []
-    for r in totals[totals["plan"] == "best plan"].itertuples(index=False):
-        if pd.isna(r.network_s):
-            lines.append(f"network total at {r.threads} thread(s): none (only {r.layers} "
-                         f"layers have an ok case)")
-        else:
-            lines.append(f"network total at {r.threads} thread(s), best plan over {r.layers} "
-                         f"layers: {human_seconds(r.network_s)} ({r.gflops:.2f} GFLOP/s)")
+    """Per thread count: the best plan's count-weighted network time (the fastest variant
+    of every layer, own or library), then own kernels alone against libraries alone."""
+    from convbench.report.headline import headlines
+
+    lines = ["lib/own: library time / own time (> 1: the own kernel is faster)"]
+    for h in headlines("", table):
+        if h.covered < h.layers:
+            lines.append(f"network total at {h.threads} thread(s): none (only {h.covered}/"
+                         f"{h.layers} layers have an ok case)")
+            continue
+        lines.append(f"network total at {h.threads} thread(s), best plan (fastest variant "
+                     f"per layer x count) over {h.covered}/{h.layers} layers: "
+                     f"{human_seconds(h.network_s)} ({h.network_gflops:.2f} GFLOP/s)")
+        if pd.notna(h.own_s) and pd.notna(h.library_s):
+            ratio = h.own_vs_library
+            word = "faster" if ratio >= 1 else "slower"
+            lines.append(f"  own kernels alone {human_seconds(h.own_s)}, libraries alone "
+                         f"{human_seconds(h.library_s)}: own "
+                         f"{max(ratio, 1 / ratio):.2f}x {word}")
     return lines
 
 
@@ -96,9 +101,19 @@ def reproducer_lines(table: pd.DataFrame) -> list[str]:
     return ["reproduce a case alone:", *lines] if lines else []
 
 
-def run_summary(table: pd.DataFrame) -> str:
+def next_lines(path: Path | None) -> list[str]:
+    """Where the results are and the command that shows them."""
+    if path is None:
+        return []
+    return [f"results: {path}",
+            f"next: convbench report {path}    (HTML report: the answer first, figures, "
+            "every case)"]
+
+
+def run_summary(table: pd.DataFrame, path: Path | None = None) -> str:
     """The whole closing summary of a run's table (schema.COLUMNS); one block per cache
-    mode when the run has several."""
+    mode when the run has several; with ``path``, where the results are and what to run
+    next.  lib/own > 1: the own kernel is faster."""
     lines = []
     parts = aggregate.by_cache_mode("", table)
     for label, part in parts.items():
@@ -119,6 +134,7 @@ def run_summary(table: pd.DataFrame) -> str:
     lines.append("cases: " + (", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts)
                               or "none"))
     lines += reproducer_lines(table)
+    lines += next_lines(path)
     # layer names and reasons come from the suite and the kernels: no escape sequence of
     # theirs reaches the terminal (the tables' cells are escaped already)
     return "\n".join(terminal(line) for line in "\n".join(lines).split("\n"))

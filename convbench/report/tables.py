@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from convbench.report import aggregate
+from convbench.report.units import format_value
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,8 @@ PER_RUN = (
 
 
 def format_cell(value: Any) -> str:
-    """A cell as text: 4 significant digits for floats, empty for missing."""
+    """A cell without a column to say its unit: 4 significant digits for floats, empty
+    for missing."""
     if value is None or value is pd.NA:
         return ""
     if isinstance(value, float):
@@ -68,7 +70,11 @@ def format_cell(value: Any) -> str:
 
 
 def as_text(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.astype(object).map(format_cell) if len(frame) else frame.astype(str)
+    """Every cell as the reader sees it, in the unit its column calls for (units)."""
+    if not len(frame):
+        return frame.astype(str)
+    return pd.DataFrame({c: [format_value(str(c), v) for v in frame[c].astype(object)]
+                         for c in frame.columns}, index=frame.index)
 
 
 def environment_items(env: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:

@@ -1,0 +1,60 @@
+"""The shipped smoke suite, run for real once: every registered algorithm family gets an ok
+case, the library baselines an ok case or a "not installed" skip, and the run's closing
+summary says what a new user needs next.
+
+One run is shared by the module (a cold one compiles every kernel: a minute or more on 2
+cores).  Its duration is the lead's benchmark, never asserted here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import convbench_process
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, pd.DataFrame, Path]:
+    out = tmp_path_factory.mktemp("smoke") / "run"
+    done = convbench_process("run", "smoke", "-q", "-o", out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done, pd.read_parquet(out / "results.parquet"), out
+
+
+def test_every_algorithm_family_runs(smoke_run):
+    from convbench.kernels import registry
+
+    _done, frame, _out = smoke_run
+    ok = set(frame[frame["status"] == "ok"]["algorithm"])
+    for name, alg in registry.algorithms().items():
+        if name in ok:
+            continue
+        reasons = set(frame[frame["algorithm"] == name]["reason"])
+        assert alg.baseline, f"own algorithm {name} has no ok case: {reasons}"
+        assert reasons and all("not installed" in r for r in reasons), (name, reasons)
+
+
+def test_own_gemm_and_blas_both_run(smoke_run):
+    """im2col is two families in one: BLAS sgemm and convbench's own packed GEMM."""
+    _done, frame, _out = smoke_run
+    im2col = frame[(frame["algorithm"] == "im2col") & (frame["status"] == "ok")]
+    assert {"gemm=own", "gemm=blas"} <= {v.rpartition("/")[2] for v in im2col["variant"]}
+
+
+def test_nothing_breaks(smoke_run):
+    _done, frame, _out = smoke_run
+    assert set(frame["status"]) <= {"ok", "skip"}, frame[["variant", "status", "reason"]]
+
+
+def test_summary_says_where_and_what_next(smoke_run):
+    done, frame, out = smoke_run
+    text = done.stdout
+    for layer in frame["layer"].unique():
+        assert layer in text
+    assert f"results: {out}" in text
+    assert f"convbench report {out}" in text
+    assert "e-0" not in text      # human units, never 9.055e-05 s
