@@ -283,3 +283,22 @@ def test_zz_counts():
     if target:
         Path(target).write_text(json.dumps({k: dict(v) for k, v in sorted(COUNTS.items())},
                                            indent=1))
+
+
+def test_a_string_cell_that_is_not_utf8_is_refused_where_it_is_read(original, tmp_path):
+    """pandas decodes parquet strings lazily: a flipped byte inside a case id once passed
+    the reader and escaped from compare as UnicodeDecodeError (a CI fuzz run)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run = tmp_path / "run"
+    shutil.copytree(original, run)
+    table = pq.read_table(run / schema.RESULTS_PARQUET)
+    bad = pa.array([b"\xe3\x28" + s.encode() for s in table["case_id"].to_pylist()],
+                   type=pa.binary()).view(pa.string())
+    pq.write_table(table.set_column(table.schema.get_field_index("case_id"), "case_id", bad),
+                   run / schema.RESULTS_PARQUET)
+    for call in (lambda: load_results(run), lambda: compare_runs(original, run),
+                 lambda: compare_runs(run, original)):
+        with pytest.raises(ConvbenchError, match=r"not a readable parquet table.*UTF8"):
+            call()

@@ -98,6 +98,9 @@ def read_table(path: Path, types: dict[str, str]) -> Any:
         if meta.num_rows > MAX_TABLE_ROWS or size > MAX_TABLE_BYTES:
             raise _fault(path, f"{meta.num_rows} rows, {size} bytes: more than a results "
                                "table holds")
+        # full validation checks every string is UTF-8: pandas decodes them lazily, so a
+        # damaged one would escape later, far from here (a flipped byte did in a fuzz run)
+        pq.read_table(path).validate(full=True)
         frame = pd.read_parquet(path)
     except ResultsError:
         raise
