@@ -230,13 +230,13 @@ def test_run_network_refuses_sweep_options(plan_dir, cli):
 def test_a_wrong_kernel_fails_the_pass_and_is_not_timed(tmp_path, monkeypatch):
     """t_wrong answers zeros: the passes running it fail verification, are recorded with
     the reason and no values; the others are still timed (in-process worker)."""
-    from convbench.harness import network_run, network_worker
+    from convbench.harness import network_run, network_worker, oneshot
     from convbench.kernels import registry
 
     monkeypatch.setenv(registry.EXTRA_KERNELS_ENV, "tests.fault_kernels")
     registry.algorithms.cache_clear()
-    monkeypatch.setattr(network_run, "_run_worker",
-                        lambda job, timeout: network_worker.run_job(job))
+    monkeypatch.setattr(oneshot, "run_worker",
+                        lambda module, job, *args: network_worker.run_job(job))
     try:
         _make_plan(tmp_path, [_record("c1x1", "t_wrong", "nchw", {}, 1e-9)])
         plan = planfile.read_plan(tmp_path / "plan.json")

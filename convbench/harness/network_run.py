@@ -14,11 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import socket
-import subprocess
-import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -26,13 +22,13 @@ from typing import Any
 
 import pandas as pd
 
-from convbench import stats
 from convbench.errors import ConvbenchError
-from convbench.harness import affinity
-from convbench.harness.supervise import QUIET_SPIN_ENV
+from convbench.harness import affinity, oneshot
 from convbench.network import planfile
 from convbench.spec.suite import TimingOptions
 from convbench.status import Status
+
+WORKER = "convbench.harness.network_worker"
 
 NETWORK_FILE = "network.parquet"
 PLAN_COPY = "plan.json"
@@ -81,7 +77,8 @@ def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (
                "plan": dict(plan.document), "plan_path": str(plan_path),
                "passes": runnable, "cache": list(cache), "timing": asdict(timing),
                "seed": seed, "cold_bytes": cold_bytes}
-        answers = [_run_worker({**job, "process": process}, budget)
+        answers = [oneshot.run_worker(WORKER, {**job, "process": process}, budget,
+                                      "network pass", " (--timeout)")
                    for process in range(timing.processes)]
         pooled: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for answer in answers:
@@ -108,36 +105,11 @@ def _summary(answers: Sequence[dict[str, Any]]) -> dict[str, Any]:
     (a pass wrong in one process is wrong)."""
     bad = [a for a in answers if a["status"] != "ok"]
     first = bad[0] if bad else answers[0]
-    values = [v for a in answers for v in a.get("values", ())]
-    ref_values = [v for a in answers for v in a.get("ref_values", ())]
-    summary = stats.summarize(values)
     row = {"status": first["status"], "reason": first["reason"],
-           "median_s": summary["median_s"], "ci_low_s": summary["ci_low_s"],
-           "ci_high_s": summary["ci_high_s"], "n_values": len(values),
-           "ref_ratio": stats.ratio_summary(values, ref_values)["ref_ratio"],
-           "loops": max((a.get("loops", 0) for a in answers), default=0)}
+           **oneshot.pooled_timing(answers)}
     for key in ("max_abs_err", "max_rel_err", "err_bound_ratio", "build_s", "first_call_s"):
         row[key] = max((float(a.get(key, math.nan)) for a in answers), default=math.nan)
     return row
-
-
-def _run_worker(job: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
-    with tempfile.TemporaryDirectory(prefix="convbench-network-") as tmp:
-        job_file, out_file = Path(tmp, "job.json"), Path(tmp, "out.json")
-        job_file.write_text(json.dumps(job))
-        command = [sys.executable, "-m", "convbench.harness.network_worker",
-                   "--job", str(job_file), "--out", str(out_file)]
-        try:
-            done = subprocess.run(command, env={**QUIET_SPIN_ENV, **os.environ},
-                                  capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise ConvbenchError(f"network pass at {job['threads']} thread(s): the worker "
-                                 f"took over {timeout:g} s (--timeout)") from None
-        if done.returncode != 0 or not out_file.exists():
-            tail = " | ".join(done.stderr.strip().splitlines()[-3:])
-            raise ConvbenchError(f"network pass at {job['threads']} thread(s): the worker "
-                                 f"exited with {done.returncode}: {tail}")
-        return json.loads(out_file.read_text())
 
 
 def write(frame: pd.DataFrame, directory: Path, plan_path: Path,

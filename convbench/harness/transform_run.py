@@ -12,12 +12,7 @@ their values pooled as the runner pools a case's, and summarised by :mod:`convbe
 
 from __future__ import annotations
 
-import json
-import os
 import socket
-import subprocess
-import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -25,11 +20,11 @@ from typing import Any
 
 import pandas as pd
 
-from convbench import stats
 from convbench.errors import ConvbenchError
-from convbench.harness import affinity
-from convbench.harness.supervise import QUIET_SPIN_ENV
+from convbench.harness import affinity, oneshot
 from convbench.spec.suite import Suite, TimingOptions
+
+WORKER = "convbench.harness.transform_worker"
 
 TRANSFORMS_FILE = "transforms.parquet"
 SHAPE_COLUMNS = ("mb", "c", "h", "w")
@@ -72,12 +67,12 @@ def measure(suite: Suite, threads: Sequence[int] = (), layouts: Sequence[str] = 
     host = socket.gethostname()
     rows = []
     for t in thread_counts:
-        answers = [_run_worker({"threads": t, "cpus": list(affinity.cpus_for(pool, t)),
-                                "shapes": [list(s) for s in shapes],
-                                "pairs": [list(p) for p in pairs], "timing": asdict(timing),
-                                "seed": seed, "process": process},
-                               timeout=timing.timeout * len(shapes))
-                   for process in range(timing.processes)]
+        jobs = [{"threads": t, "cpus": list(affinity.cpus_for(pool, t)),
+                 "shapes": [list(s) for s in shapes], "pairs": [list(p) for p in pairs],
+                 "timing": asdict(timing), "seed": seed, "process": process}
+                for process in range(timing.processes)]
+        answers = [oneshot.run_worker(WORKER, job, timing.timeout * len(shapes), "transforms")
+                   for job in jobs]
         for pooled in zip(*answers, strict=True):
             rows.append({**_summary(pooled), "threads": t, "host": host})
     return pd.DataFrame(rows, columns=list(COLUMNS))
@@ -89,33 +84,8 @@ def _summary(answers: Sequence[dict[str, Any]]) -> dict[str, Any]:
     row: dict[str, Any] = dict(zip(SHAPE_COLUMNS, first["shape"], strict=True))
     row.update(from_layout=first["from_layout"], to_layout=first["to_layout"],
                status=first["status"], reason=first["reason"])
-    values = [v for a in answers for v in a.get("values", ())]
-    ref_values = [v for a in answers for v in a.get("ref_values", ())]
-    summary = stats.summarize(values)
-    row.update(median_s=summary["median_s"], ci_low_s=summary["ci_low_s"],
-               ci_high_s=summary["ci_high_s"], n_values=len(values),
-               ref_ratio=stats.ratio_summary(values, ref_values)["ref_ratio"],
-               loops=max((a.get("loops", 0) for a in answers), default=0))
+    row.update(oneshot.pooled_timing(answers))
     return row
-
-
-def _run_worker(job: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
-    with tempfile.TemporaryDirectory(prefix="convbench-transforms-") as tmp:
-        job_file, out_file = Path(tmp, "job.json"), Path(tmp, "out.json")
-        job_file.write_text(json.dumps(job))
-        command = [sys.executable, "-m", "convbench.harness.transform_worker",
-                   "--job", str(job_file), "--out", str(out_file)]
-        try:
-            done = subprocess.run(command, env={**QUIET_SPIN_ENV, **os.environ},
-                                  capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise ConvbenchError(f"transforms at {job['threads']} thread(s): the worker "
-                                 f"took over {timeout:g} s") from None
-        if done.returncode != 0 or not out_file.exists():
-            tail = " | ".join(done.stderr.strip().splitlines()[-3:])
-            raise ConvbenchError(f"transforms at {job['threads']} thread(s): the worker "
-                                 f"exited with {done.returncode}: {tail}")
-        return json.loads(out_file.read_text())
 
 
 def write(frame: pd.DataFrame, directory: Path) -> Path:

@@ -16,13 +16,10 @@ Each shape's pairs are timed round-robin together, like one layer's variants.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
-from convbench.harness import affinity
+from convbench.harness import oneshot
 
 
 def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -72,15 +69,7 @@ def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--job", required=True, help="job file (JSON)")
-    parser.add_argument("--out", required=True, help="answer file (JSON)")
-    args = parser.parse_args(argv)
-    job = json.loads(Path(args.job).read_text())
-    if job.get("cpus"):
-        affinity.pin(job["cpus"])  # before numba's and OpenBLAS's threads start
-    Path(args.out).write_text(json.dumps(run_job(job)))
-    return 0
+    return oneshot.main(run_job, __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,71 @@
+"""Workers that take one job file and write one answer file: the transforms and the
+network pass (neither is a conv case, so neither speaks the runner's protocol).
+
+The runner side starts the worker module and reads its answers (:func:`run_worker`), and
+pools the timed values of a job's processes (:func:`pooled_timing`); the worker side reads
+the job, pins itself before any thread pool starts and writes its answers (:func:`main`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from convbench import stats
+from convbench.errors import ConvbenchError
+from convbench.harness import affinity
+from convbench.harness.supervise import QUIET_SPIN_ENV
+
+
+def run_worker(module: str, job: dict[str, Any], timeout: float, what: str,
+               timeout_hint: str = "") -> list[dict[str, Any]]:
+    """``python -m module`` on ``job``; its answers, or a ConvbenchError naming ``what``."""
+    with tempfile.TemporaryDirectory(prefix="convbench-oneshot-") as tmp:
+        job_file, out_file = Path(tmp, "job.json"), Path(tmp, "out.json")
+        job_file.write_text(json.dumps(job))
+        command = [sys.executable, "-m", module, "--job", str(job_file), "--out",
+                   str(out_file)]
+        where = f"{what} at {job['threads']} thread(s)"
+        try:
+            done = subprocess.run(command, env={**QUIET_SPIN_ENV, **os.environ},
+                                  capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ConvbenchError(f"{where}: the worker took over {timeout:g} s"
+                                 f"{timeout_hint}") from None
+        if done.returncode != 0 or not out_file.exists():
+            tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+            raise ConvbenchError(f"{where}: the worker exited with {done.returncode}: "
+                                 f"{tail}")
+        return json.loads(out_file.read_text())
+
+
+def pooled_timing(answers: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The values of every process's answer pooled: median, CI, count, reference ratio."""
+    values = [v for a in answers for v in a.get("values", ())]
+    ref_values = [v for a in answers for v in a.get("ref_values", ())]
+    summary = stats.summarize(values)
+    return {"median_s": summary["median_s"], "ci_low_s": summary["ci_low_s"],
+            "ci_high_s": summary["ci_high_s"], "n_values": len(values),
+            "ref_ratio": stats.ratio_summary(values, ref_values)["ref_ratio"],
+            "loops": max((a.get("loops", 0) for a in answers), default=0)}
+
+
+def main(run_job: Callable[[dict[str, Any]], list[dict[str, Any]]], description: str,
+         argv: list[str] | None = None) -> int:
+    """A worker's entry point: read the job, pin, run, write the answers."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--job", required=True, help="job file (JSON)")
+    parser.add_argument("--out", required=True, help="answer file (JSON)")
+    args = parser.parse_args(argv)
+    job = json.loads(Path(args.job).read_text())
+    if job.get("cpus"):
+        affinity.pin(job["cpus"])  # before numba's, OpenBLAS's and torch's threads start
+    Path(args.out).write_text(json.dumps(run_job(job)))
+    return 0
