@@ -51,6 +51,10 @@ from convbench.spec.problem import ConvProblem
 SPIN_KEY, SPIN_US = "session.intra_op.spin_duration_us", 50
 GRAPH_OPTIMISATION = "ORT_ENABLE_ALL"
 NCHWC_DOMAIN = "com.microsoft.nchwc"
+# Conv's opset and the oldest IR version that holds it (ONNX 1.12's pair): onnx writes its own
+# newest IR by default, which an older onnxruntime refuses ("Unsupported model IR version").
+OPSET = 17
+IR_VERSION = 8
 NHWC_REASON = ("ORT's CPU provider has no channels-last float32 Conv; an NHWC model's "
                "Transposes fold into the NCHWc reorders, the conv itself runs NCHWc")
 
@@ -105,7 +109,8 @@ def _conv_model(problem: ConvProblem, w: np.ndarray, channels: tuple[int, int], 
                             dilations=[p.dh + 1, p.dw + 1], group=group)
     graph = helper.make_graph([conv], "conv", [x], [y],
                               [numpy_helper.from_array(np.ascontiguousarray(w, np.float32), "w")])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                             ir_version=IR_VERSION)
 
 
 def _node_names(model: Any) -> str:
@@ -118,6 +123,17 @@ def _nchwc_conv(model: Any) -> Any | None:
     """The NCHWc Conv node of an optimised one-conv model, None when ORT did not rewrite."""
     convs = [n for n in model.graph.node if n.op_type == "Conv" and n.domain == NCHWC_DOMAIN]
     return convs[0] if len(convs) == 1 else None
+
+
+@cache
+def load_failure() -> str | None:
+    """Why this onnxruntime cannot run a one-Conv model (None when it can): a skip reason
+    for every ORT variant instead of a traceback that stops the sweep."""
+    try:
+        mlas_nchwc_block()
+    except Exception as exc:  # any ORT or onnx failure: the reason is what matters
+        return f"onnxruntime cannot load a one-Conv model here: {str(exc).splitlines()[0]}"
+    return None
 
 
 @cache
@@ -162,6 +178,9 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
         return missing
     if layout == "nhwc":
         return NHWC_REASON
+    failure = load_failure()
+    if failure is not None:
+        return failure
     if layouts.block_size(layout) is not None:
         return _blocked_reason(problem, layout)
     return None

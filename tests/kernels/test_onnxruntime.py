@@ -110,3 +110,29 @@ def test_rebinds_when_the_buffers_change():
         prepared.run(x_now, y)
         report = Reference(p, x_now, w).compare(y)
         assert report.passed, report.reason
+
+
+def test_models_carry_an_ir_version_older_runtimes_load():
+    # onnx writes its newest IR by default; ORT 1.30 refused onnx 1.23's IR 14 on the
+    # lent Intel machine and the whole sweep stopped with a traceback.
+    pytest.importorskip("onnx")
+    model = onnxruntime_conv._conv_model(ConvProblem.make(ic=1, oc=1, ih=1, kh=1),
+                                         np.ones((1, 1, 1, 1)), (1, 1), 1)
+    assert model.ir_version == onnxruntime_conv.IR_VERSION
+
+
+def test_a_runtime_that_cannot_load_the_model_is_a_skip_with_its_reason(monkeypatch):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+
+    def refuse() -> int:
+        raise RuntimeError("[ONNXRuntimeError] : 1 : FAIL : Unsupported model IR version\nmore")
+
+    monkeypatch.setattr(onnxruntime_conv, "mlas_nchwc_block", refuse)
+    onnxruntime_conv.load_failure.cache_clear()
+    try:
+        reason = get("onnxruntime").applies(ConvProblem.make(ic=8, oc=8, ih=6, kh=3), "nchw", {})
+    finally:
+        onnxruntime_conv.load_failure.cache_clear()
+    assert reason == ("onnxruntime cannot load a one-Conv model here: "
+                      "[ONNXRuntimeError] : 1 : FAIL : Unsupported model IR version")
