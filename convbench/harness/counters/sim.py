@@ -102,12 +102,44 @@ def worker_prefix(out_dir: str | None = None, i1: str | None = None, d1: str | N
     # A failure here is reported by the worker's session, with its reason.
     with contextlib.suppress(RuntimeError, OSError, subprocess.CalledProcessError):
         build_helper()
+    prime_first_use()
     # Idle OpenMP/BLAS threads spin by default and their instructions would land in the
     # region in varying numbers: make them sleep so counts repeat.
     return ["env", "PYTHONHASHSEED=0", "OMP_WAIT_POLICY=PASSIVE", f"{ENV_DIR}={out_dir}",
             "setarch", platform.machine(), "-R",
             "valgrind", "-q", "--tool=callgrind", "--cache-sim=yes", "--instr-atstart=no",
             *cache, f"--callgrind-out-file={out_dir}/callgrind.out.%p"]
+
+
+_primed = False
+
+
+def prime_first_use() -> None:
+    """Do here, once per process and unsimulated, the file writes that a worker on a fresh
+    checkout would otherwise do inside the simulation before its region.
+
+    The first Python process to import a module writes its ``.pyc``; the first to import a
+    kernel module lets numba's cache locator create that package's ``__pycache__`` folder.
+    Either leaves the interpreter's heap in another state than the next process's, which
+    only reads, and the region's counts move with it: on a fresh clone the first
+    simulated 1x1 im2col call counted 53378.5 Ir and every later one 53384.5 (AMD host), and
+    the lent Intel machine gave 47551.5 vs 47574.5, all of the difference in ld.so and the
+    allocator (issue 15, item 5).  Compiling the package and importing the kernels here
+    makes the first simulated worker's history the same as every later one's.
+    """
+    global _primed
+    if _primed:
+        return
+    import compileall
+
+    import convbench
+    from convbench.kernels import registry
+
+    # compileall writes only stale or missing .pyc files; a read-only install fails quietly
+    # here and in the workers alike, so they still agree.
+    compileall.compile_dir(os.path.dirname(convbench.__file__), quiet=2)
+    registry.algorithms()
+    _primed = True
 
 
 # -- the client-request helper -------------------------------------------------------
