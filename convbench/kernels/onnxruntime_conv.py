@@ -238,7 +238,8 @@ class OrtConv(Prepared):
         graph = helper.make_graph(
             [alone], "nchwc_conv", [x], [y],
             [t for t in optimised.graph.initializer if t.name in conv.input[1:]])
-        model = helper.make_model(graph, opset_imports=list(optimised.opset_import))
+        model = helper.make_model(graph, opset_imports=list(optimised.opset_import),
+                                  ir_version=optimised.ir_version)
         session, rerun = _session(model, self.threads)
         if _node_names(rerun) != "Conv(nchwc)":
             raise RuntimeError(f"the NCHWc-only model ran {_node_names(rerun)}")
