@@ -64,19 +64,90 @@ def fma_chains(n: int, a: np.ndarray, b: np.ndarray, x: np.ndarray) -> None:
                 x[t, 7, j] = v7
 
 
-def fma_flops(n: int, threads: int) -> int:
-    """FLOPs of one :func:`fma_chains` call (an FMA counts as two)."""
-    return 2 * n * threads * CHAINS * LANES * STEPS
+# Sixteen chains of eight steps: the same 128 FMAs per body, twice the independent vectors.
+# Eight chains are exactly latency x pipes on a core with two 512-bit pipes of latency 4, so
+# any bubble (the body's loads and stores, the loop) shows: on the lent 16-core Intel VM the
+# 8-chain peak was 134 GFLOP/s on 1 thread while the nchwc kernel ran 151.  Sixteen need 18
+# vector registers: AVX-512 has 32, AVX2's 16 spill, so the peak is the better of the two
+# kernels (a limit is a maximum).
+WIDE_CHAINS = 16
+WIDE_STEPS = 8
 
 
-def fma_operands(threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+@njit(fastmath={"contract"}, parallel=True, cache=True)
+def fma_chains_wide(n: int, a: np.ndarray, b: np.ndarray, x: np.ndarray) -> None:
+    """:func:`fma_chains` with WIDE_CHAINS chains of WIDE_STEPS steps (x: threads,
+    WIDE_CHAINS, LANES)."""
+    for t in prange(x.shape[0]):
+        for _ in range(n):
+            for j in range(LANES):
+                aj = a[j]
+                bj = b[j]
+                v0 = x[t, 0, j]
+                v1 = x[t, 1, j]
+                v2 = x[t, 2, j]
+                v3 = x[t, 3, j]
+                v4 = x[t, 4, j]
+                v5 = x[t, 5, j]
+                v6 = x[t, 6, j]
+                v7 = x[t, 7, j]
+                v8 = x[t, 8, j]
+                v9 = x[t, 9, j]
+                v10 = x[t, 10, j]
+                v11 = x[t, 11, j]
+                v12 = x[t, 12, j]
+                v13 = x[t, 13, j]
+                v14 = x[t, 14, j]
+                v15 = x[t, 15, j]
+                for _k in range(WIDE_STEPS):
+                    v0 = v0 * aj + bj
+                    v1 = v1 * aj + bj
+                    v2 = v2 * aj + bj
+                    v3 = v3 * aj + bj
+                    v4 = v4 * aj + bj
+                    v5 = v5 * aj + bj
+                    v6 = v6 * aj + bj
+                    v7 = v7 * aj + bj
+                    v8 = v8 * aj + bj
+                    v9 = v9 * aj + bj
+                    v10 = v10 * aj + bj
+                    v11 = v11 * aj + bj
+                    v12 = v12 * aj + bj
+                    v13 = v13 * aj + bj
+                    v14 = v14 * aj + bj
+                    v15 = v15 * aj + bj
+                x[t, 0, j] = v0
+                x[t, 1, j] = v1
+                x[t, 2, j] = v2
+                x[t, 3, j] = v3
+                x[t, 4, j] = v4
+                x[t, 5, j] = v5
+                x[t, 6, j] = v6
+                x[t, 7, j] = v7
+                x[t, 8, j] = v8
+                x[t, 9, j] = v9
+                x[t, 10, j] = v10
+                x[t, 11, j] = v11
+                x[t, 12, j] = v12
+                x[t, 13, j] = v13
+                x[t, 14, j] = v14
+                x[t, 15, j] = v15
+
+
+def fma_flops(n: int, threads: int, chains: int = CHAINS, steps: int = STEPS) -> int:
+    """FLOPs of one :func:`fma_chains` (or ``_wide``) call (an FMA counts as two)."""
+    return 2 * n * threads * chains * LANES * steps
+
+
+def fma_operands(threads: int, chains: int = CHAINS
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Multipliers just below 1 and small addends per lane, and distinct starting values
     per chain: values converge, never overflow or go denormal."""
     k = np.arange(1, LANES + 1, dtype=np.float32)
     a = (1.0 - 1e-6 * k).astype(np.float32)
     b = (1e-3 * k).astype(np.float32)
-    x = np.empty((threads, CHAINS, LANES), np.float32)
-    x[:] = (1.0 + 1e-2 * np.arange(CHAINS, dtype=np.float32))[:, None]
+    x = np.empty((threads, chains, LANES), np.float32)
+    x[:] = (1.0 + 1e-2 * np.arange(chains, dtype=np.float32))[:, None]
     return a, b, x
 
 

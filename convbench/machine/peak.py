@@ -23,21 +23,35 @@ WIDTHS = ("256", "512")
 
 
 def _measure_here(threads: list[int], min_seconds: float, repeats: int) -> dict[str, Any]:
-    """Measure in this process (its NUMBA_CPU_FEATURES already set)."""
+    """Measure in this process (its NUMBA_CPU_FEATURES already set): per thread count the
+    better of the 8- and 16-chain FMA kernels (``chains`` says which)."""
     from convbench.kernels.asm import dispatcher_asm, fp_profile
     from convbench.machine import kernels
     from convbench.machine.timing import best_seconds
 
-    gflops = {}
+    variants = ((kernels.fma_chains, kernels.CHAINS, kernels.STEPS),
+                (kernels.fma_chains_wide, kernels.WIDE_CHAINS, kernels.WIDE_STEPS))
+    gflops: dict[str, float] = {}
+    chains: dict[str, int] = {}
     for t in threads:
         kernels.set_threads(t)
-        a, b, x = kernels.fma_operands(t)
-        n, seconds = best_seconds(
-            lambda n, a=a, b=b, x=x: kernels.fma_chains(n, a, b, x), min_seconds, repeats)
-        gflops[str(t)] = kernels.fma_flops(n, t) / seconds / 1e9
-    profile = fp_profile(dispatcher_asm(kernels.fma_chains))
-    return {"gflops": gflops, "asm_width": profile.widest,
-            "packed_fma": {str(w): c for w, c in profile.packed_fma.items()}}
+        for kernel, n_chains, steps in variants:
+            a, b, x = kernels.fma_operands(t, n_chains)
+            n, seconds = best_seconds(
+                lambda n, a=a, b=b, x=x, k=kernel: k(n, a, b, x), min_seconds, repeats)
+            rate = kernels.fma_flops(n, t, n_chains, steps) / seconds / 1e9
+            if rate > gflops.get(str(t), 0.0):
+                gflops[str(t)], chains[str(t)] = rate, n_chains
+    # the width LLVM used is the narrower of the two kernels' (a peak at a width must be
+    # reached by code of that width)
+    profiles = [fp_profile(dispatcher_asm(k)) for k, _, _ in variants]
+    widths = [p.widest for p in profiles]
+    packed: dict[str, int] = {}
+    for p in profiles:
+        for w, c in p.packed_fma.items():
+            packed[str(w)] = packed.get(str(w), 0) + c
+    return {"gflops": gflops, "chains": chains,
+            "asm_width": None if None in widths else min(widths), "packed_fma": packed}
 
 
 def measure_width(width: str, threads: list[int], min_seconds: float = 0.2,
