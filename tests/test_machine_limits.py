@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -283,3 +284,25 @@ def test_auto_records_the_width_its_code_uses(first_use_run):
                             timeout=600)
     assert static.returncode == 0, static.stderr[-2000:]
     assert row["vector_width_bits"] == json.loads(static.stdout.strip().splitlines()[-1])
+
+
+def test_a_later_run_measures_only_the_thread_counts_it_lacks(first_use_run, tmp_path,
+                                                              monkeypatch):
+    from convbench.machine.first_use import limits_for_run
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs 2 CPUs")
+    _, stored = first_use_run
+    assert store.measured_threads(stored) == {1}           # the run asked for 1 thread only
+    monkeypatch.setenv("CONVBENCH_MACHINE_DIR", str(tmp_path))
+    store.save(stored)
+    grown = limits_for_run([2], measure=True)
+    assert store.measured_threads(grown) == {1, 2}
+    assert grown["peak_gflops"]["1"] == stored["peak_gflops"]["1"]     # kept, not re-measured
+    assert grown["peak_gflops"]["2"] and grown["bandwidth_curve"]["2"]
+    assert grown["bandwidth_gbs"]["DRAM"]["1"] == stored["bandwidth_gbs"]["DRAM"]["1"]
+    assert "2" in grown["bandwidth_gbs"]["DRAM"] and "threads 2 measured" in grown["notes"][-1]
+    assert store.machine_limits() == grown                  # stored for the next run
+    before = (tmp_path / store.limits_path().name).stat().st_mtime_ns
+    assert limits_for_run([1, 2], measure=True) == grown     # nothing left to measure
+    assert (tmp_path / store.limits_path().name).stat().st_mtime_ns == before

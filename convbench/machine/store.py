@@ -104,6 +104,36 @@ def machine_limits(path: Path | None = None) -> dict[str, Any] | None:
     return load(Path(path) if path else limits_path())
 
 
+# the figures measured per thread count (keys "1", "2", ...), and where
+_BY_THREADS = ("peak_gflops", "bandwidth_curve", "bandwidth_curve_measured")
+_BY_LEVEL_THEN_THREADS = ("working_set_bytes", "bandwidth_gbs")
+
+
+def measured_threads(limits: dict[str, Any] | None) -> set[int]:
+    """Thread counts with a measured peak and bandwidth curve."""
+    limits = limits or {}
+    return {int(t) for t in limits.get("peak_gflops", {})} & \
+        {int(t) for t in limits.get("bandwidth_curve", {})}
+
+
+def merge(stored: dict[str, Any], added: dict[str, Any]) -> dict[str, Any]:
+    """``stored`` with the thread counts of ``added`` (a measurement of other thread counts
+    on the same host) put in; host-wide figures (clock, widths, caches) stay the stored
+    ones, and ``notes`` says when which counts were added."""
+    merged = json.loads(json.dumps(stored))
+    for key in _BY_THREADS:
+        merged.setdefault(key, {}).update(added.get(key, {}))
+    for key in _BY_LEVEL_THEN_THREADS:
+        for level, by_threads in added.get(key, {}).items():
+            merged.setdefault(key, {}).setdefault(level, {}).update(by_threads)
+    counts = ",".join(sorted(added.get("peak_gflops", {}), key=int))
+    merged.setdefault("notes", []).append(
+        f"threads {counts} measured {added.get('measured', '')} ({added.get('profile', '')} "
+        f"profile, {added.get('seconds', '?')} s)")
+    merged["quick"] = bool(stored.get("quick")) or bool(added.get("quick"))
+    return merged
+
+
 def _nested(table: dict[str, Any] | None, *keys: str) -> float:
     for key in keys:
         if not isinstance(table, dict) or key not in table:
