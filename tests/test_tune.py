@@ -181,6 +181,22 @@ def test_budget_spent_stops_before_a_round(tmp_path):
     assert records.read(path) == []
 
 
+def test_budget_spent_mid_round_keeps_what_ran_and_resume_measures_the_rest(tmp_path):
+    # the budget is checked between a round's worker groups (chunk=2 of six candidates):
+    # it ran out during the first, so only that group's two candidates were measured
+    path = tmp_path / "r.jsonl"
+    outcome = tune_suite(SUITE, COLD, path, budget_s=0.5, quiet=True, chunk=2)
+    assert outcome.budget_spent and outcome.left == ["conv1x1 t1 vauto cold-weights"]
+    first = records.read(path)
+    assert [r["round"] for r in first] == [0, 0]
+    assert all(r["ref_ratio"] > 0 for r in first)
+    outcome = tune_suite(SUITE, COLD, path, resume=True, quiet=True, chunk=2)
+    (group,) = outcome.groups
+    assert group.finished and (group.measured, group.reused) == (4 + 2, 2)
+    assert [(r["round"], r["final"]) for r in records.read(path)[2:]] \
+        == [(0, False)] * 4 + [(1, True)] * 2
+
+
 # --- applying records to a run -----------------------------------------------------------
 
 def other_host(record: dict, **changes) -> dict:

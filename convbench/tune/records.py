@@ -21,6 +21,7 @@ A record (:data:`FORMAT_VERSION` 1; every field below is always present)::
     final             true in the final round, at the suite's own timing
     min_time, n_values  the round's timing: seconds per value, values pooled (0 on failure)
     median_s, ci_low_s, ci_high_s   seconds per call (null on failure)
+    ref_ratio        median over the in-run reference's (optional; null when not timed)
     status, reason    ok / fail / crash / timeout / error / skip, and why (empty when ok)
     kernel_version    the algorithm's code hash (registry.kernel_version)
     time              UTC ISO time the line was written
@@ -101,6 +102,8 @@ def from_row(row: Mapping[str, Any], *, host: str, round_index: int, final: bool
             "median_s": _number(row.get("median_s")),
             "ci_low_s": _number(row.get("ci_low_s")),
             "ci_high_s": _number(row.get("ci_high_s")),
+            # optional (older records lack it): ranks a round split over several workers
+            "ref_ratio": _number(row.get("ref_ratio")),
             "status": str(row["status"]), "reason": str(row.get("reason") or ""),
             "kernel_version": str(row.get("kernel_version") or ""), "time": time}
 
