@@ -9,17 +9,28 @@ FP operations one count stands for).  Maps:
   perf's generic cache events, the LLC through the architectural LONGEST_LAT_CACHE events
   (``cache-references``/``cache-misses``).
 - AMD Zen 1-5: ``fp_ret_sse_avx_ops.all`` counts FLOPs (a MAC as 2).  L1D through the
-  generic cache events (``ls_dc_accesses`` and the refill event behind them).  The L3 is
+  generic cache events, which the kernel turns into raw 0x0040 (data-cache accesses) and
+  0xc860 (L2 accesses from data-cache misses) on family 17h and later
+  (arch/x86/events/amd/core.c, ``amd_f17h_hw_cache_event_ids``); perf's Zen 1-3 lists
+  call 0x40 ``ls_dc_accesses``, its Zen 4 list has no name for it.  The L3 is
   counted by the uncore ``amd_l3`` PMU, which cannot be attached to one process, so the
   LLC roles are missing with that reason.
 - ARM (Neoverse, Cortex-A): the architectural PMUv3 events, lower-case as perf names them.
   ``fp_scale_ops_spec`` x (SVE length / 128) + ``fp_fixed_ops_spec`` where the core has
   them (Armv8.6 PMU: Neoverse V1, N2, V2); else ``ase_spec``/``vfp_spec`` are recorded but
   count instructions, not operations, so no FP-op total is derived from them.
+  Cortex-A72 has no ``ll_cache_rd``/``ll_cache_miss_rd``, so its LLC roles are missing.
 - generic: perf's hardware events, for anything else.
 
 Software events (task-clock, page-faults, context-switches) are always counted: they work
 in VMs and containers where the PMU is hidden.
+
+Every name here is checked (tests/test_event_names.py) against perf's own lists in Linux
+6.12.117: ``tools/perf/pmu-events/arch/{arm64/arm,x86}/<core>/*.json`` for Neoverse N1, V1,
+N2/V2, Cortex-A72, A76, A77, A78, Sapphire and Granite Rapids and Zen 4, and perf's
+built-in names (``tools/perf/util/parse-events.c``, ``evsel.c``); the names are kept in
+tests/data/pmu_events/ with their sources.  ARM part numbers are those of
+``arch/arm64/include/asm/cputype.h``.
 """
 
 from __future__ import annotations
@@ -80,21 +91,32 @@ def amd_map() -> EventMap:
 # ARM "CPU part" numbers (implementer 0x41) whose PMU has FP_SCALE/FIXED_OPS_SPEC
 _ARM_FP_OPS_PARTS = {0xD40: "neoverse-v1", 0xD49: "neoverse-n2", 0xD4F: "neoverse-v2",
                      0xD8E: "neoverse-n3", 0xD84: "neoverse-v3"}
-_ARM_PARTS = {0xD0C: "neoverse-n1", 0xD08: "cortex-a72", 0xD0B: "cortex-a76",
-              0xD0D: "cortex-a77", 0xD41: "cortex-a78", 0xD03: "cortex-a53",
-              **_ARM_FP_OPS_PARTS}
+ARM_PARTS = {0xD0C: "neoverse-n1", 0xD08: "cortex-a72", 0xD0B: "cortex-a76",
+             0xD0D: "cortex-a77", 0xD41: "cortex-a78", 0xD03: "cortex-a53",
+             **_ARM_FP_OPS_PARTS}
+# Parts without LL_CACHE_RD / LL_CACHE_MISS_RD: perf's list for the Cortex-A72
+# (tools/perf/pmu-events/arch/arm64/arm/cortex-a57-a72/, Linux 6.12.117) has neither
+_ARM_NO_LL_CACHE_PARTS = {0xD08}
+_NO_LL_CACHE = ("this core's PMU has no LL_CACHE_RD/LL_CACHE_MISS_RD; where its L2 is the "
+                "last level, count it with --events "
+                "llc_refs=l2d_cache_rd,llc_misses=l2d_cache_refill_rd")
 
 
 def arm_map(part: int = 0, sve_bits: int = 0) -> EventMap:
     roles = {"cycles": "cpu_cycles", "instructions": "inst_retired",
              "l1d_loads": "l1d_cache", "l1d_misses": "l1d_cache_refill",
              "llc_refs": "ll_cache_rd", "llc_misses": "ll_cache_miss_rd"}
-    name = "arm-" + _ARM_PARTS.get(part, f"part-{part:#x}")
+    missing = {}
+    if part in _ARM_NO_LL_CACHE_PARTS:
+        missing = {role: _NO_LL_CACHE for role in ("llc_refs", "llc_misses")}
+        roles = {k: v for k, v in roles.items() if k not in missing}
+    name = "arm-" + ARM_PARTS.get(part, f"part-{part:#x}")
     if part in _ARM_FP_OPS_PARTS:
         # FP_SCALE_OPS_SPEC counts per 128 bits of an SVE vector
         scale = max(sve_bits, 128) / 128.0
-        return EventMap(name, roles, {"fp_scale_ops_spec": scale, "fp_fixed_ops_spec": 1.0})
-    return EventMap(name, roles, extra=("ase_spec", "vfp_spec"),
+        return EventMap(name, roles, {"fp_scale_ops_spec": scale, "fp_fixed_ops_spec": 1.0},
+                        missing=missing)
+    return EventMap(name, roles, extra=("ase_spec", "vfp_spec"), missing=missing,
                     fp_ops_reason="this core counts SIMD/FP instructions (ASE_SPEC, "
                                   "VFP_SPEC), not FP operations")
 
