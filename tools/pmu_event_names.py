@@ -29,6 +29,7 @@ CORES = {
     "cortex-a77": ("arm64/arm/cortex-a77", "Cortex-A77 (CPU part 0xd0d)"),
     "cortex-a78": ("arm64/arm/cortex-a78", "Cortex-A78 (CPU part 0xd41)"),
     "sapphirerapids": ("x86/sapphirerapids", "Intel Sapphire Rapids"),
+    "skylake": ("x86/skylake", "Intel Skylake client (no AVX-512)"),
     "graniterapids": ("x86/graniterapids", "Intel Granite Rapids"),
     "amdzen4": ("x86/amdzen4", "AMD Zen 4"),
 }
@@ -65,6 +66,9 @@ TORVALDS_READS = {
 # e80b500370e71b8cd7dd64be4080cee0a3e5068f: 0xd0b cortex-a76, 0xd0c neoverse-n1,
 # 0xd49 and 0xd4f neoverse-n2-v2, 0xd08 cortex-a57-a72 (the same in 6.12.117).
 
+# the Unit of a core PMU on hybrid Intel parts; any other Unit is an uncore PMU
+CORE_UNITS = ("cpu", "cpu_core", "cpu_atom")
+
 # where perf's jevents.py looks up an ArchStdEvent on arm64: the common events, then the
 # recommended ones; sbsa.json holds standard metrics, which are not events
 ARM_STD_EVENTS = ("arm64/common-and-microarch.json", "arm64/recommended.json")
@@ -84,9 +88,9 @@ def _names_in(files: list[Path]) -> set[str]:
 def core_event_names(tree: Path, core_dir: str) -> tuple[list[str], list[str]]:
     """The sorted core-PMU event names of one directory, and the JSON files read.
 
-    Left out: metrics (``MetricName``) and events with a ``Unit`` (uncore PMUs such as
-    Intel's CHA or AMD's L3PMC, which perf cannot attach to one process, so a per-process
-    map must not name them).
+    Left out: metrics (``MetricName``) and events of a ``Unit`` that is no core's (uncore
+    PMUs such as Intel's CHA or AMD's L3PMC, which perf cannot attach to one process, so a
+    per-process map must not name them).
     """
     arch = tree / ARCH
     std = _names_in([arch / p for p in ARM_STD_EVENTS])
@@ -96,7 +100,7 @@ def core_event_names(tree: Path, core_dir: str) -> tuple[list[str], list[str]]:
     names: set[str] = set()
     for f in files:
         for e in _entries(f):
-            if "MetricName" in e or "Unit" in e:
+            if "MetricName" in e or e.get("Unit", "cpu") not in CORE_UNITS:
                 continue
             if "EventName" in e:
                 names.add(e["EventName"].lower())
@@ -126,7 +130,7 @@ def write_lists(tree: Path, out: Path, source_note: str = "") -> None:
         if core_dir.startswith("arm64"):
             header.append("# ArchStdEvent names resolved in " +
                           " and ".join(f"{ARCH}/{p}" for p in ARM_STD_EVENTS) + ".")
-        header.append("# Left out: metrics, and events of uncore PMUs (entries with a Unit).")
+        header.append("# Left out: metrics, and events of uncore PMUs (a Unit that is no core's).")
         reads = TORVALDS_READS.get(stem, [])
         if reads:
             header.append("# The same names in torvalds/linux (path in that directory @ commit):")
