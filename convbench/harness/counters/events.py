@@ -5,7 +5,8 @@ A role is what a derived metric needs (``cycles``, ``instructions``, ``l1d_loads
 FP operations one count stands for).  Maps:
 
 - Intel (Skylake-SP and later): ``fp_arith_inst_retired.*`` by width; an FMA counts twice
-  in these events, so ops = count x lanes (1, 4, 8, 16 for single precision).  L1D through
+  in these events, so ops = count x lanes (1, 4, 8, 16 for single precision); the 512-bit
+  event only where the CPU has AVX-512.  L1D through
   perf's generic cache events, the LLC through the architectural LONGEST_LAT_CACHE events
   (``cache-references``/``cache-misses``).
 - AMD Zen 1-5: ``fp_ret_sse_avx_ops.all`` counts FLOPs (a MAC as 2).  L1D through the
@@ -73,11 +74,15 @@ _GENERIC_ROLES = {
 _NO_FP_GENERIC = "perf has no generic FP-operation event; no family map for this CPU"
 
 
-def intel_map() -> EventMap:
+def intel_map(avx512: bool = True) -> EventMap:
+    """The Intel map; ``avx512``: whether the CPU has AVX-512 (its ``avx512f`` flag)."""
     fp = {"fp_arith_inst_retired.scalar_single": 1.0,
           "fp_arith_inst_retired.128b_packed_single": 4.0,
-          "fp_arith_inst_retired.256b_packed_single": 8.0,
-          "fp_arith_inst_retired.512b_packed_single": 16.0}
+          "fp_arith_inst_retired.256b_packed_single": 8.0}
+    if avx512:
+        # Only AVX-512 cores have this event (perf's Skylake and Alder Lake client lists lack
+        # it); perf refuses an unknown name, and one FP event missing leaves no FP total.
+        fp["fp_arith_inst_retired.512b_packed_single"] = 16.0
     return EventMap("intel", dict(_GENERIC_ROLES), fp)
 
 
@@ -128,7 +133,7 @@ def generic_map() -> EventMap:
 def event_map_for(cpu: CpuId, sve_bits: int = 0) -> EventMap:
     """The family map for ``cpu`` (Intel family 6, AMD family >= 0x17, ARM; else generic)."""
     if cpu.vendor == "GenuineIntel" and cpu.family == 6:
-        return intel_map()
+        return intel_map("avx512f" in cpu.flags)
     if cpu.vendor in ("AuthenticAMD", "HygonGenuine") and cpu.family >= 0x17:
         return amd_map()
     if cpu.vendor == "ARM":
