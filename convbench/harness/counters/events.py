@@ -6,9 +6,9 @@ FP operations one count stands for).  Maps:
 
 - Intel (Skylake-SP and later): ``fp_arith_inst_retired.*`` by width; an FMA counts twice
   in these events, so ops = count x lanes (1, 4, 8, 16 for single precision); the 512-bit
-  event only where the CPU has AVX-512.  L1D through
-  perf's generic cache events, the LLC through the architectural LONGEST_LAT_CACHE events
-  (``cache-references``/``cache-misses``).
+  event only where the CPU has AVX-512.  L1D through perf's generic cache events, the LLC
+  through the architectural LONGEST_LAT_CACHE events (``cache-references``/
+  ``cache-misses``).
 - AMD Zen 1-5: ``fp_ret_sse_avx_ops.all`` counts FLOPs (a MAC as 2).  L1D through the
   generic cache events, which the kernel turns into raw 0x0040 (data-cache accesses) and
   0xc860 (L2 accesses from data-cache misses) on family 17h and later
@@ -28,9 +28,9 @@ in VMs and containers where the PMU is hidden.
 
 Every name here is checked (tests/test_event_names.py) against perf's own lists in Linux
 6.12.117: ``tools/perf/pmu-events/arch/{arm64/arm,x86}/<core>/*.json`` for Neoverse N1, V1,
-N2/V2, Cortex-A72, A76, A77, A78, Sapphire and Granite Rapids and Zen 4, and perf's
-built-in names (``tools/perf/util/parse-events.c``, ``evsel.c``); the names are kept in
-tests/data/pmu_events/ with their sources.  ARM part numbers are those of
+N2/V2, Cortex-A72, A76, A77, A78, Sapphire and Granite Rapids, Skylake (client) and Zen 4,
+and perf's built-in names (``tools/perf/util/parse-events.c``, ``evsel.c``); the names are
+kept in tests/data/pmu_events/ with their sources.  ARM part numbers are those of
 ``arch/arm64/include/asm/cputype.h``.
 """
 
