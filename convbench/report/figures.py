@@ -385,6 +385,71 @@ def run_ratio(runs: Runs, out: Path) -> list[Figure]:
                   "threads and vector width), grouped by algorithm.")]
 
 
+NETWORK_FIGURE = "network_pass"
+
+
+def network_figure_stem(index: int) -> str:
+    """File stem of the network-pass figure of the ``index``-th directory with one."""
+    return f"{NETWORK_FIGURE}_{index}"
+
+
+def network_passes(networks: dict[str, Any], out: Path) -> list[Figure]:
+    """Per directory with a network pass (``networks``: label -> report.network.NetworkRun):
+    horizontal bars of each pass's measured median with its CI, the predicted time as a
+    marker and the per-layer bound as a dashed line (computed, never run); one panel per
+    thread count and cache mode."""
+    from convbench.harness.network_run import BOUND, PASSES
+    from convbench.report.network import WHAT
+
+    figures = []
+    for index, (label, run) in enumerate(networks.items()):
+        frame = run.frame
+        settings = list(dict.fromkeys(zip(frame["threads"], frame["cache"], strict=True)))
+        if not settings:
+            continue
+        fig, axes = _panels(len(settings), width=5.5, height=0.5 * len(PASSES) + 1.6)
+        colors = _colors(list(PASSES))
+        for ax, (threads, cache) in zip(axes, settings, strict=True):
+            rows = frame[(frame["threads"] == threads) & (frame["cache"] == cache)]
+            rows = rows.set_index("pass").reindex(list(PASSES))
+            y = np.arange(len(PASSES))[::-1]   # the plan on top
+            ok = (rows["status"] == "ok").fillna(False).to_numpy(bool)
+            ms = np.where(ok, rows["median_s"].astype(float) * 1e3, np.nan)
+            err = np.vstack([np.clip(ms - rows["ci_low_s"].astype(float) * 1e3, 0, None),
+                             np.clip(rows["ci_high_s"].astype(float) * 1e3 - ms, 0, None)])
+            ax.barh(y, ms, 0.6, xerr=np.nan_to_num(err), capsize=3,
+                    color=[colors[p] for p in PASSES], label="measured median (95% CI)")
+            predicted = rows["predicted_s"].astype(float) * 1e3
+            ax.scatter(predicted, y, marker="D", s=28, color="black", zorder=3,
+                       label="predicted (plan.json)")
+            # each label right of its CI's end: at the bar's end it sat on the error bar
+            ends = np.where(ok, ms + err[1], 0.0)
+            for yi, value, end, timed, status in zip(y, ms, ends, ok, rows["status"],
+                                                     strict=True):
+                ax.annotate(f"{value:.3g} ms" if timed else f"not timed ({status})",
+                            (end, yi), xytext=(6, 0), textcoords="offset points",
+                            va="center", fontsize="x-small")
+            bound = frame[(frame["threads"] == threads) & (frame["cache"] == cache)
+                          & (frame["pass"] == BOUND)]["predicted_s"].astype(float)
+            if len(bound) and np.isfinite(bound.iloc[0]):
+                ax.axvline(bound.iloc[0] * 1e3, color="gray", ls="--", lw=1,
+                           label="per-layer bound (computed, not runnable)")
+            ax.set_yticks(y, [_label(p) for p in PASSES])
+            ax.set_xlabel("whole network pass (ms)")
+            ax.set_xlim(0, np.nanmax([*ends, *predicted, 1e-6]) * 1.3)   # room for labels
+            ax.set_title(f"{threads} thread{'s' if threads > 1 else ''}, cache {cache}",
+                         fontsize="small")
+            ax.grid(axis="x", alpha=0.3)
+        fig.suptitle(_label(f"{label}: network pass"), fontsize="medium")
+        _legend_outside(axes[-1])
+        figures.append(_save(fig, out / f"{network_figure_stem(index)}.png",
+                             f"Network pass: the plan vs the alternatives ({label})",
+                             "Measured median of each whole network pass with its 95% CI; "
+                             "diamonds: the predicted time from plan.json; dashed: "
+                             f"{WHAT[BOUND]}."))
+    return figures
+
+
 def all_figures(runs: Runs, envs: dict[str, dict], out: Path) -> list[Figure]:
     out.mkdir(parents=True, exist_ok=True)
     return [*bars_by_layer(runs, out), *roofline(runs, envs, out), *network_stack(runs, out),
