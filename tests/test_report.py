@@ -303,6 +303,7 @@ def test_network_pass_section_holds_the_measured_passes(network_run, tmp_path):
     frame = pd.read_parquet(network_run / "network.parquet").set_index("pass")
     shown = _frame(parsed.tables["network-pass-0"]).set_index("pass")
     assert '<h2>Network pass</h2>' in page
+    assert f"<h1>convbench report: {network_run.name}</h1>" in page
     for label in ("plan", "all-nchw", "all-nhwc"):
         assert _same(shown.loc[label, "median_s"], frame.loc[label, "median_s"]), label
         assert _same(shown.loc[label, "predicted_s"], frame.loc[label, "predicted_s"])

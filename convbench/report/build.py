@@ -98,7 +98,7 @@ def build_report(paths: list[Path], output: Path | None = None, fmt: str = "html
 
 
 def _title(runs: Loaded) -> str:
-    return "convbench report: " + " vs ".join(runs.names)
+    return "convbench report: " + " vs ".join([*runs.names, *_network_only(runs)])
 
 
 def _network_tables(runs: Loaded) -> dict[str, dict[str, pd.DataFrame]]:

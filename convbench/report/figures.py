@@ -59,10 +59,12 @@ def _colors(names: list[str]) -> dict[str, Any]:
     return {name: cmap(i % n) for i, name in enumerate(names)}
 
 
-def _legend_outside(ax: Any) -> None:
-    """The legend right of the last panel, where it hides no point or bar."""
-    ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
-              borderaxespad=0.0)
+def _legend_outside(ax: Any, extra: tuple[Any, ...] = ()) -> None:
+    """The legend right of the last panel, where it hides no point or bar; ``extra``:
+    handles drawn by no artist of the panel (a key for bars of several colors)."""
+    handles, _labels = ax.get_legend_handles_labels()
+    ax.legend(handles=[*handles, *extra], fontsize="x-small", loc="upper left",
+              bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
 
 
 def _save(fig: Any, path: Path, title: str, caption: str) -> Figure:
@@ -398,6 +400,8 @@ def network_passes(networks: dict[str, Any], out: Path) -> list[Figure]:
     horizontal bars of each pass's measured median with its CI, the predicted time as a
     marker and the per-layer bound as a dashed line (computed, never run); one panel per
     thread count and cache mode."""
+    from matplotlib.patches import Patch
+
     from convbench.harness.network_run import BOUND, PASSES
     from convbench.report.network import WHAT
 
@@ -418,8 +422,14 @@ def network_passes(networks: dict[str, Any], out: Path) -> list[Figure]:
             err = np.vstack([np.clip(ms - rows["ci_low_s"].astype(float) * 1e3, 0, None),
                              np.clip(rows["ci_high_s"].astype(float) * 1e3 - ms, 0, None)])
             ax.barh(y, ms, 0.6, xerr=np.nan_to_num(err), capsize=3,
-                    color=[colors[p] for p in PASSES], label="measured median (95% CI)")
-            predicted = rows["predicted_s"].astype(float) * 1e3
+                    color=[colors[p] for p in PASSES])
+            # predictions are for the plan's thread count and cache mode: elsewhere no
+            # diamonds (a warm prediction beside a cold pass reads as a model error)
+            first = frame.iloc[0]
+            planned = (str(first["plan_cache"]) == str(cache)
+                       and int(first["plan_threads"]) == int(threads))
+            predicted = rows["predicted_s"].astype(float) * 1e3 if planned else \
+                pd.Series(np.nan, index=rows.index)
             ax.scatter(predicted, y, marker="D", s=28, color="black", zorder=3,
                        label="predicted (plan.json)")
             # each label right of its CI's end: at the bar's end it sat on the error bar
@@ -431,7 +441,7 @@ def network_passes(networks: dict[str, Any], out: Path) -> list[Figure]:
                             va="center", fontsize="x-small")
             bound = frame[(frame["threads"] == threads) & (frame["cache"] == cache)
                           & (frame["pass"] == BOUND)]["predicted_s"].astype(float)
-            if len(bound) and np.isfinite(bound.iloc[0]):
+            if planned and len(bound) and np.isfinite(bound.iloc[0]):
                 ax.axvline(bound.iloc[0] * 1e3, color="gray", ls="--", lw=1,
                            label="per-layer bound (computed, not runnable)")
             ax.set_yticks(y, [_label(p) for p in PASSES])
@@ -441,12 +451,21 @@ def network_passes(networks: dict[str, Any], out: Path) -> list[Figure]:
                          fontsize="small")
             ax.grid(axis="x", alpha=0.3)
         fig.suptitle(_label(f"{label}: network pass"), fontsize="medium")
-        _legend_outside(axes[-1])
+        # one key for every panel (the bound is drawn in the plan's setting only, maybe
+        # not in the last panel), and a gray one for the bars: each pass has its own color
+        keys: dict[str, Any] = {}
+        for ax in axes:
+            for handle, text in zip(*ax.get_legend_handles_labels(), strict=True):
+                keys.setdefault(text, handle)
+        shown = set(axes[-1].get_legend_handles_labels()[1])
+        _legend_outside(axes[-1], (*(h for t, h in keys.items() if t not in shown),
+                                   Patch(facecolor="0.6", label="measured median (95% CI)")))
         figures.append(_save(fig, out / f"{network_figure_stem(index)}.png",
                              f"Network pass: the plan vs the alternatives ({label})",
                              "Measured median of each whole network pass with its 95% CI; "
-                             "diamonds: the predicted time from plan.json; dashed: "
-                             f"{WHAT[BOUND]}."))
+                             "diamonds: the predicted time from plan.json and dashed: "
+                             f"{WHAT[BOUND]}, both in the plan's own thread count and "
+                             "cache mode only."))
     return figures
 
 

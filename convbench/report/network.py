@@ -93,6 +93,10 @@ def passes_table(frame: pd.DataFrame) -> pd.DataFrame:
             measured = _ok(r)
             median = float(r["median_s"]) if measured else math.nan
             predicted = float(r["predicted_s"])
+            # a prediction is for the plan's setting: a warm one against a cold pass (or
+            # one thread's against two) is no error of the model
+            planned = (str(r["plan_cache"]) == str(cache)
+                       and int(r["plan_threads"]) == int(threads))
             rows.append({
                 "threads": int(threads), "cache": str(cache), "pass": str(r["pass"]),
                 "what": WHAT.get(str(r["pass"]), ""), "status": str(r["status"]),
@@ -102,7 +106,8 @@ def passes_table(frame: pd.DataFrame) -> pd.DataFrame:
                 "n_values": int(r["n_values"]) if pd.notna(r["n_values"]) else 0,
                 "time ratio plan/pass": plan_s / median if measured else math.nan,
                 "predicted_s": predicted,
-                "prediction error": (predicted / median - 1 if measured and predicted > 0
+                "prediction error": (predicted / median - 1
+                                     if measured and planned and predicted > 0
                                      else math.nan),
                 # the bound's reason repeats its "what": left out
                 "reason": "" if measured or r["pass"] == network_run.BOUND
@@ -145,9 +150,9 @@ PASSES_ABOUT = (
     "verified against a float64 reference pass first), all timed in the same rounds. "
     "time ratio plan/pass: the plan's median over the pass's (below 1: the plan is "
     "faster). prediction error: predicted / measured - 1, the prediction being the sum of "
-    "the plan's layer and transform times (made for the plan's thread count and cache "
-    "mode). The per-layer bound is computed, not measured: it ignores every transform, so "
-    "no runnable plan reaches it.")
+    "the plan's layer and transform times, made for the plan's thread count and cache "
+    "mode: the error is given at that setting only. The per-layer bound is computed, not "
+    "measured: it ignores every transform, so no runnable plan reaches it.")
 TRANSFORMS_ABOUT = ("The plan's steps that pay a layout transform before they run, with "
                     "the predicted time of the transforms and the plan's reason for paying "
                     "it (from plan.json).")
