@@ -347,3 +347,13 @@ def test_the_answer_prefers_the_measured_pass_over_the_sum_of_layers(network_run
     assert "the sum of the best layers alone" in one
     assert "measured" not in two
     assert "network-pass-0" in parsed.tables and "best-0" in parsed.tables
+
+
+def test_a_damaged_network_parquet_is_a_clear_error(network_run, tmp_path):
+    import shutil
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(network_run, damaged)
+    (damaged / "network.parquet").write_bytes(b"PAR1 not a table")
+    code, message = _report(damaged)
+    assert code != 0 and "network.parquet" in message and "not a readable parquet" in message
