@@ -273,3 +273,87 @@ def test_errors_reach_the_user_as_one_line(tmp_path, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("convbench: error:") and len(err.strip().splitlines()) == 1
+
+
+# -- the network pass (convbench run --network) -------------------------------------------
+
+@pytest.fixture(scope="module")
+def network_run(tmp_path_factory):
+    """A real network pass of tests/data/net_suite.yaml (plan from test_network_pass's
+    hand-written records; the passes themselves measured, warm only, 3 values)."""
+    from convbench.cli import main
+    from tests.test_network_pass import _make_plan
+
+    root = tmp_path_factory.mktemp("network")
+    _make_plan(root)
+    out = root / "net-results"
+    with pytest.raises(SystemExit) as done:
+        main(["run", "--network", str(root / "plan.json"), "-o", str(out), "--cache",
+              "warm", "--values", "3", "--min-time", "0.001", "--warmups", "0"])
+    assert done.value.code == 0
+    return out
+
+
+def test_network_pass_section_holds_the_measured_passes(network_run, tmp_path):
+    report = tmp_path / "report"
+    result = CliRunner().invoke(cli, ["report", str(network_run), "-o", str(report)])
+    assert result.exit_code == 0, result.output
+    page = (report / "index.html").read_text()
+    parsed = _parse(report / "index.html")
+    frame = pd.read_parquet(network_run / "network.parquet").set_index("pass")
+    shown = _frame(parsed.tables["network-pass-0"]).set_index("pass")
+    assert '<h2>Network pass</h2>' in page
+    assert f"<h1>convbench report: {network_run.name}</h1>" in page
+    for label in ("plan", "all-nchw", "all-nhwc"):
+        assert _same(shown.loc[label, "median_s"], frame.loc[label, "median_s"]), label
+        assert _same(shown.loc[label, "predicted_s"], frame.loc[label, "predicted_s"])
+        ratio = frame.loc["plan", "median_s"] / frame.loc[label, "median_s"]
+        assert _same(shown.loc[label, "time ratio plan/pass"], ratio)
+        error = frame.loc[label, "predicted_s"] / frame.loc[label, "median_s"] - 1
+        assert _same(shown.loc[label, "prediction error"], error)
+    bound = shown.loc["per-layer-bound"]
+    assert bound["median_s"] == "" and "computed bound" in bound["what"]
+    assert "not a runnable plan" in bound["what"]
+    assert _same(bound["predicted_s"], frame.loc["per-layer-bound", "predicted_s"])
+    # which layers pay a transform, and why (plan.json's reasons)
+    plan = json.loads((network_run / "plan.json").read_text())
+    paying = [s for s in plan["ops"] if s["transforms"]]
+    transforms = _frame(parsed.tables["network-transforms-0"])
+    assert list(transforms["op"][:len(paying)]) == [s["op"] for s in paying]
+    assert all(transforms["why"][:len(paying)] == [s["why"] for s in paying])
+    assert any(src.startswith("data:image/png;base64,") for src in parsed.images)
+    assert (report / "network_pass_0.png").read_bytes().startswith(PNG_MAGIC)
+    # the answer: a directory with a network pass and no sweep leads with the pass
+    headline = _frame(parsed.tables["headline"])
+    cell = headline.iloc[0, 1]
+    assert "measured" in cell and units.seconds(frame.loc["plan", "median_s"]) in cell
+
+
+def test_the_answer_prefers_the_measured_pass_over_the_sum_of_layers(network_run,
+                                                                      tmp_path):
+    import shutil
+
+    run = sample_run(tmp_path / "both")
+    for name in ("network.parquet", "plan.json"):
+        shutil.copy(network_run / name, run / name)
+    report = tmp_path / "report"
+    result = CliRunner().invoke(cli, ["report", str(run), "-o", str(report)])
+    assert result.exit_code == 0, result.output
+    parsed = _parse(report / "index.html")
+    headline = _frame(parsed.tables["headline"]).set_index("")
+    measured = pd.read_parquet(network_run / "network.parquet").set_index("pass")
+    one, two = headline.iloc[0, 0], headline.iloc[0, 1]   # 1 thread: passed; 2: none
+    assert one.startswith(units.seconds(measured.loc["plan", "median_s"]) + " measured")
+    assert "the sum of the best layers alone" in one
+    assert "measured" not in two
+    assert "network-pass-0" in parsed.tables and "best-0" in parsed.tables
+
+
+def test_a_damaged_network_parquet_is_a_clear_error(network_run, tmp_path):
+    import shutil
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(network_run, damaged)
+    (damaged / "network.parquet").write_bytes(b"PAR1 not a table")
+    code, message = _report(damaged)
+    assert code != 0 and "network.parquet" in message and "not a readable parquet" in message

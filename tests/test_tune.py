@@ -74,15 +74,42 @@ def test_select_drops_failures_keeps_a_third():
 
 # --- nchwc's tuning space --------------------------------------------------------------
 
-def test_nchwc_space_is_factors_within_allowed():
-    problem = parse_descriptor("mb1ic96ih14oc200oh14kh3ph1")
+def test_nchwc_space_is_neocpus_factors_pruned():
+    problem = parse_descriptor("mb1ic96ih14oc128oh14kh3ph1")
     found = nchwc.tuning_space(problem)
-    assert found["ic_bn"] == (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48)   # 96 itself > 64
-    assert found["oc_bn"] == (1, 2, 4, 5, 8, 10, 20, 25, 40, 50)
-    assert found["reg_n"] == (1, 2, 7, 14)                            # ow = 14, <= 28
-    assert found["unroll_ker"] == (False, True)
     params = {p.name: p for p in registry.get("nchwc").params}
-    assert all(params[k].rejects(v) is None for k, vs in found.items() for v in vs)
+    grid = {(i, o, r) for i in nchwc.IC_BN for o in nchwc.OC_BN for r in nchwc.REG_N}
+    for candidate in found:
+        assert all(params[k].rejects(v) is None for k, v in candidate.items())
+        assert nchwc._applies(problem, "nchwxc", candidate) is None   # fits the registers
+        key = (candidate["ic_bn"], candidate["oc_bn"], candidate["reg_n"])
+        if key in grid and not candidate["unroll_ker"]:
+            continue   # the sweep grid's variants are always in
+        assert 96 % candidate["ic_bn"] == 0 and candidate["ic_bn"] <= 64  # 96 itself > 64
+        assert candidate["oc_bn"] in (16, 32, 64)       # factors of 128, whole vectors
+        assert candidate["reg_n"] in (1, 2, 7, 14)      # factors of ow = 14
+        # enough accumulators for both FMA pipes (2 x 64 lanes is 8 registers, 1 x 64 not)
+        chains = candidate["reg_n"] * candidate["oc_bn"] // nchwc.LANES
+        assert chains >= nchwc.MIN_CHAINS, candidate
+    assert {c["unroll_ker"] for c in found} == {False, True}
+    assert len({tuple(sorted(c.items())) for c in found}) == len(found)
+
+
+@pytest.mark.parametrize("suite", ["resnet50", "vgg16"])
+def test_nchwc_space_is_capped_and_holds_the_default(suite):
+    default = {p.name: p.default for p in registry.get("nchwc").params}
+    for layer in load_suite(suite).layers:
+        found = nchwc.tuning_space(layer.problem)
+        assert len(found) <= nchwc.SPACE_CAP, layer.name
+        assert default in found, layer.name
+        # the grid's variants that fit the layer's width and the registers are all in
+        ow = layer.problem.ow
+        for i in nchwc.IC_BN:
+            for o in nchwc.OC_BN:
+                for r in nchwc.REG_N:
+                    grid = {"ic_bn": i, "oc_bn": o, "reg_n": r, "unroll_ker": False}
+                    if r <= ow and nchwc._applies(layer.problem, "nchwxc", grid) is None:
+                        assert grid in found, (layer.name, grid)
 
 
 def test_candidates_generated_per_layer_baselines_left_out(tmp_path):
@@ -94,14 +121,16 @@ def test_candidates_generated_per_layer_baselines_left_out(tmp_path):
     (group,) = plan.groups()
     found = space.candidates(group)
     nchwc_cases = [c for c in found.cases if c.variant.algorithm == "nchwc"]
-    # ic_bn 1,2,4,8 x oc_bn 1,2,4,8,16 x reg_n 1,7 x unroll 2, none spills at these sizes
-    assert len(nchwc_cases) == 4 * 5 * 2 * 2
-    assert {c.variant.param_dict["oc_bn"] for c in nchwc_cases} == {1, 2, 4, 8, 16}
+    # the grid's 8: ic_bn 8,16 x oc_bn 16,32 x reg_n 4,7 (8 and up exceed ow = 7); then
+    # ic_bn 1,2,4,8 x oc_bn 16 (the one whole-vector factor) x reg_n 7 (1: too few
+    # chains) x unroll_ker both ways, less the one the grid has
+    assert len(nchwc_cases) == 8 + 4 * 2 - 1
+    assert {c.variant.param_dict["oc_bn"] for c in nchwc_cases} == {16, 32}
     assert [c.variant.id for c in found.cases if c.variant.algorithm != "nchwc"] \
         == ["direct/nchw"]
     assert not any(c.baseline for c in found.cases)
     narrowed = space.candidates(group, exclude=("variant=*unroll_ker=True",))
-    assert len(narrowed.cases) == len(found.cases) - 40
+    assert len(narrowed.cases) == len(found.cases) - 4
 
 
 # --- a real tuning -----------------------------------------------------------------------

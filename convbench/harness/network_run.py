@@ -43,6 +43,12 @@ COLUMNS = ("pass", "cache", "threads", "status", "reason", "median_s", "ci_low_s
            "ci_high_s", "n_values", "ref_ratio", "loops", "predicted_s", "plan_threads",
            "plan_cache", "max_abs_err", "max_rel_err", "err_bound_ratio", "build_s",
            "first_call_s", "host")
+# network.parquet's columns as the report reads them back (results.columns.coerce)
+TYPES = {**{c: "float64" for c in COLUMNS if c.endswith("_s") or c.endswith("_err")},
+         "err_bound_ratio": "float64", "ref_ratio": "float64",
+         "pass": "string", "cache": "string", "status": "string", "reason": "string",
+         "plan_cache": "string", "host": "string",
+         "threads": "int64", "n_values": "int64", "loops": "int64", "plan_threads": "int64"}
 
 
 def _predicted(plan: planfile.PlanFile, label: str) -> float:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -122,10 +122,11 @@ class Prepared(ABC):
 Applicability = Callable[[ConvProblem, str, Mapping[str, ParamValue]], "str | None"]
 Builder = Callable[[ConvProblem, np.ndarray, str, Mapping[str, ParamValue]], Prepared]
 IoLayouts = Callable[[str, Mapping[str, ParamValue]], tuple[str, str]]
-# The domains ``convbench tune`` searches for one layer, knob -> values (every knob named):
+# The candidates ``convbench tune`` searches for one layer, each a setting of every knob:
 # a space that depends on the problem (NeoCPU's blocks are factors of the channel counts),
-# where a sweep's fixed grid is the same for every layer.
-TuningSpace = Callable[[ConvProblem], Mapping[str, tuple[ParamValue, ...]]]
+# where a sweep's fixed grid is the same for every layer.  A list, not per-knob domains:
+# the knobs prune each other (reg_n x oc_bn must fit the register file).
+TuningSpace = Callable[[ConvProblem], Sequence[Mapping[str, ParamValue]]]
 
 
 def always(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]) -> str | None:

@@ -63,6 +63,18 @@ UNROLL_KER = (False,)
 DEFAULT_IC_BN, DEFAULT_OC_BN, DEFAULT_REG_N = 16, 32, 7
 # 32 zmm registers less one weight vector per 16 lanes of oc_bn and a broadcast input
 ZMM_ACCUMULATORS = 28
+# The tuning space (tuning_space below).  A zmm register holds 16 float32 lanes: an
+# accumulator row of oc_bn lanes takes ceil(oc_bn / 16) registers.
+LANES = 16
+# Independent accumulators that keep both 512-bit FMA pipes busy: FMA latency 4 x 2 pipes
+# (the machine-peak kernel needs eight chains for the same reason).  A tile with fewer
+# waits on its own FMAs.
+MIN_CHAINS = 8
+# At most this many candidates per layer: successive halving measures every one briefly,
+# and the factor space alone reached 686 on a 64-channel 56x56 layer (7 ic_bn x 7 oc_bn x
+# 7 reg_n x 2 unroll_ker); the 200 of net_suite's 16-channel 8x8 3x3 layer took 5 minutes
+# to tune on the loaded 2-core host.
+SPACE_CAP = 100
 
 
 def _vector_type(lanes: int) -> ir.VectorType:
@@ -279,13 +291,17 @@ def layout_transform_seconds(problem: ConvProblem, ic_bn: int, oc_bn: int,
     return {"to_nchwxc_seconds": to_blocked, "from_nchwxc_seconds": from_blocked}
 
 
+def _accumulators(reg_n: int, oc_bn: int) -> int:
+    return reg_n * -(-oc_bn // LANES)
+
+
 def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]) -> str | None:
     if problem.g != 1:
         return "NCHW[x]c here supports groups = 1 only"
     reg_n, oc_bn = (int(params.get("reg_n", DEFAULT_REG_N)),
                     int(params.get("oc_bn", DEFAULT_OC_BN)))
-    if reg_n * -(-oc_bn // 16) > ZMM_ACCUMULATORS:
-        return (f"reg_n x oc_bn = {reg_n} x {oc_bn} needs {reg_n * -(-oc_bn // 16)} zmm "
+    if _accumulators(reg_n, oc_bn) > ZMM_ACCUMULATORS:
+        return (f"reg_n x oc_bn = {reg_n} x {oc_bn} needs {_accumulators(reg_n, oc_bn)} zmm "
                 f"accumulators, more than the {ZMM_ACCUMULATORS} that fit: spills")
     return None
 
@@ -293,25 +309,72 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
 def _io_layouts(layout: str, params: Mapping[str, ParamValue]) -> tuple[str, str]:
     return (layouts.blocked_name(int(params.get("ic_bn", DEFAULT_IC_BN))),
             layouts.blocked_name(int(params.get("oc_bn", DEFAULT_OC_BN))))
-def tuning_space(problem: ConvProblem) -> dict[str, tuple[ParamValue, ...]]:
-    """NeoCPU's search space for one layer (seed 002, section 3.2): ic_bn and oc_bn among
-    the factors of the input and output channel counts and reg_n among those of the output
-    width -- a factor leaves no zero-padded block and no idle accumulator -- each within
-    the values its :class:`Param` allows, and unroll_ker both ways.  Tiles that would
-    spill are left to :func:`_applies` (skipped with their reason, not measured)."""
-    params = {p.name: p for p in ALGORITHMS[0].params}
 
-    def factors(name: str, n: int) -> tuple[ParamValue, ...]:
-        allowed = params[name].allowed
-        assert isinstance(allowed, Ints)
-        # only up to the allowed bound: a layer's dimension may be up to 2^31 - 1
-        return tuple(f for f in range(allowed.lo, min(n, allowed.hi) + 1)
-                     if n % f == 0 and f in allowed)
 
-    return {"ic_bn": factors("ic_bn", problem.ic), "oc_bn": factors("oc_bn", problem.oc),
-            "reg_n": factors("reg_n", problem.ow),
-            "unroll_ker": tuple(v for v in (False, True)
-                                if params["unroll_ker"].rejects(v) is None)}
+
+
+def _factors(n: int, knob: str) -> list[int]:
+    """The factors of ``n`` that the knob's :class:`Param` allows."""
+    allowed = ALGORITHMS[0].param(knob).allowed
+    assert isinstance(allowed, Ints)
+    # only up to the allowed bound: a layer's dimension may be up to 2^31 - 1
+    return [f for f in range(allowed.lo, min(n, allowed.hi) + 1) if n % f == 0 and f in allowed]
+
+
+def _distance(params: Mapping[str, ParamValue]) -> float:
+    """How far a candidate's blocks lie from the grid's default, in octaves."""
+    return (abs(np.log2(int(params["ic_bn"]) / DEFAULT_IC_BN))
+            + abs(np.log2(int(params["oc_bn"]) / DEFAULT_OC_BN)))
+
+
+def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
+    """NeoCPU's local search space for one layer (seed 002, section 3.3.1), pruned and
+    capped at :data:`SPACE_CAP` candidates:
+
+    - ic_bn among the factors of the input channels, oc_bn among those of the output
+      channels that are whole zmm vectors (multiples of :data:`LANES`; all factors when
+      none is), reg_n among the factors of the output width (a factor leaves no
+      zero-padded block and no idle accumulator), each within its :class:`Param`'s bounds;
+      unroll_ker both ways;
+    - register tiles that do not fit the register file dropped (:func:`_applies`), and
+      those with fewer than :data:`MIN_CHAINS` accumulators where the layer has a tile
+      with that many (at the layer's largest tile otherwise);
+    - always in: the sweep grid's variants whose reg_n fits the output width and the
+      default -- what the grid measures and what won there (7 x 32 on ResNet-50's 3x3);
+    - over the cap, the rest ordered by unroll_ker off first (it made no measurable
+      difference), then blocks nearest the default (ic_bn, oc_bn in octaves), then more
+      accumulators, and cut at the cap.
+
+    A layer the kernel does not run (groups > 1) gets the default alone, which the tuner
+    then counts as not applicable with :func:`_applies`'s reason."""
+    default: dict[str, ParamValue] = {"ic_bn": DEFAULT_IC_BN, "oc_bn": DEFAULT_OC_BN,
+                                      "reg_n": DEFAULT_REG_N, "unroll_ker": False}
+    if problem.g != 1:
+        return [default]
+    ic_bns = _factors(problem.ic, "ic_bn")
+    oc_factors = _factors(problem.oc, "oc_bn")
+    oc_bns = [f for f in oc_factors if f % LANES == 0] or oc_factors
+    reg_ns = _factors(problem.ow, "reg_n")
+    unroll = ALGORITHMS[0].param("unroll_ker")
+    unrolls = [v for v in (False, True) if unroll.rejects(v) is None]
+
+    def fits(reg_n: int, oc_bn: int) -> bool:
+        return _applies(problem, "nchwxc", {"reg_n": reg_n, "oc_bn": oc_bn}) is None
+
+    tiles = [(r, o) for o in oc_bns for r in reg_ns if fits(r, o)]
+    chains = min(MIN_CHAINS, max((_accumulators(r, o) for r, o in tiles), default=0))
+    tiles = [(r, o) for r, o in tiles if _accumulators(r, o) >= chains]
+    found = [{"ic_bn": i, "oc_bn": o, "reg_n": r, "unroll_ker": u}
+             for u in unrolls for i in ic_bns for r, o in tiles]
+    grid = [{"ic_bn": i, "oc_bn": o, "reg_n": r, "unroll_ker": u}
+            for i in IC_BN for o in OC_BN for r in REG_N for u in UNROLL_KER
+            if r <= problem.ow and fits(r, o)]
+    kept = [default, *grid]   # the default fits: 7 x 32 is 14 accumulators
+    rest = sorted((c for c in found if c not in kept),
+                  key=lambda c: (c["unroll_ker"], _distance(c),
+                                 -_accumulators(int(c["reg_n"]), int(c["oc_bn"]))))
+    unique = list({tuple(sorted(c.items())): c for c in kept}.values())
+    return [*unique, *rest][:max(SPACE_CAP, len(unique))]
 
 
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,

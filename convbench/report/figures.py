@@ -59,10 +59,12 @@ def _colors(names: list[str]) -> dict[str, Any]:
     return {name: cmap(i % n) for i, name in enumerate(names)}
 
 
-def _legend_outside(ax: Any) -> None:
-    """The legend right of the last panel, where it hides no point or bar."""
-    ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
-              borderaxespad=0.0)
+def _legend_outside(ax: Any, extra: tuple[Any, ...] = ()) -> None:
+    """The legend right of the last panel, where it hides no point or bar; ``extra``:
+    handles drawn by no artist of the panel (a key for bars of several colors)."""
+    handles, _labels = ax.get_legend_handles_labels()
+    ax.legend(handles=[*handles, *extra], fontsize="x-small", loc="upper left",
+              bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
 
 
 def _save(fig: Any, path: Path, title: str, caption: str) -> Figure:
@@ -383,6 +385,88 @@ def run_ratio(runs: Runs, out: Path) -> list[Figure]:
     return [_save(fig, out / "run_ratio.png", "Run vs run",
                   "Each point is one case present in both runs (joined on layer, variant, "
                   "threads and vector width), grouped by algorithm.")]
+
+
+NETWORK_FIGURE = "network_pass"
+
+
+def network_figure_stem(index: int) -> str:
+    """File stem of the network-pass figure of the ``index``-th directory with one."""
+    return f"{NETWORK_FIGURE}_{index}"
+
+
+def network_passes(networks: dict[str, Any], out: Path) -> list[Figure]:
+    """Per directory with a network pass (``networks``: label -> report.network.NetworkRun):
+    horizontal bars of each pass's measured median with its CI, the predicted time as a
+    marker and the per-layer bound as a dashed line (computed, never run); one panel per
+    thread count and cache mode."""
+    from matplotlib.patches import Patch
+
+    from convbench.harness.network_run import BOUND, PASSES
+    from convbench.report.network import WHAT
+
+    figures = []
+    for index, (label, run) in enumerate(networks.items()):
+        frame = run.frame
+        settings = list(dict.fromkeys(zip(frame["threads"], frame["cache"], strict=True)))
+        if not settings:
+            continue
+        fig, axes = _panels(len(settings), width=5.5, height=0.5 * len(PASSES) + 1.6)
+        colors = _colors(list(PASSES))
+        for ax, (threads, cache) in zip(axes, settings, strict=True):
+            rows = frame[(frame["threads"] == threads) & (frame["cache"] == cache)]
+            rows = rows.set_index("pass").reindex(list(PASSES))
+            y = np.arange(len(PASSES))[::-1]   # the plan on top
+            ok = (rows["status"] == "ok").fillna(False).to_numpy(bool)
+            ms = np.where(ok, rows["median_s"].astype(float) * 1e3, np.nan)
+            err = np.vstack([np.clip(ms - rows["ci_low_s"].astype(float) * 1e3, 0, None),
+                             np.clip(rows["ci_high_s"].astype(float) * 1e3 - ms, 0, None)])
+            ax.barh(y, ms, 0.6, xerr=np.nan_to_num(err), capsize=3,
+                    color=[colors[p] for p in PASSES])
+            # predictions are for the plan's thread count and cache mode: elsewhere no
+            # diamonds (a warm prediction beside a cold pass reads as a model error)
+            first = frame.iloc[0]
+            planned = (str(first["plan_cache"]) == str(cache)
+                       and int(first["plan_threads"]) == int(threads))
+            predicted = rows["predicted_s"].astype(float) * 1e3 if planned else \
+                pd.Series(np.nan, index=rows.index)
+            ax.scatter(predicted, y, marker="D", s=28, color="black", zorder=3,
+                       label="predicted (plan.json)")
+            # each label right of its CI's end: at the bar's end it sat on the error bar
+            ends = np.where(ok, ms + err[1], 0.0)
+            for yi, value, end, timed, status in zip(y, ms, ends, ok, rows["status"],
+                                                     strict=True):
+                ax.annotate(f"{value:.3g} ms" if timed else f"not timed ({status})",
+                            (end, yi), xytext=(6, 0), textcoords="offset points",
+                            va="center", fontsize="x-small")
+            bound = frame[(frame["threads"] == threads) & (frame["cache"] == cache)
+                          & (frame["pass"] == BOUND)]["predicted_s"].astype(float)
+            if planned and len(bound) and np.isfinite(bound.iloc[0]):
+                ax.axvline(bound.iloc[0] * 1e3, color="gray", ls="--", lw=1,
+                           label="per-layer bound (computed, not runnable)")
+            ax.set_yticks(y, [_label(p) for p in PASSES])
+            ax.set_xlabel("whole network pass (ms)")
+            ax.set_xlim(0, np.nanmax([*ends, *predicted, 1e-6]) * 1.3)   # room for labels
+            ax.set_title(f"{threads} thread{'s' if threads > 1 else ''}, cache {cache}",
+                         fontsize="small")
+            ax.grid(axis="x", alpha=0.3)
+        fig.suptitle(_label(f"{label}: network pass"), fontsize="medium")
+        # one key for every panel (the bound is drawn in the plan's setting only, maybe
+        # not in the last panel), and a gray one for the bars: each pass has its own color
+        keys: dict[str, Any] = {}
+        for ax in axes:
+            for handle, text in zip(*ax.get_legend_handles_labels(), strict=True):
+                keys.setdefault(text, handle)
+        shown = set(axes[-1].get_legend_handles_labels()[1])
+        _legend_outside(axes[-1], (*(h for t, h in keys.items() if t not in shown),
+                                   Patch(facecolor="0.6", label="measured median (95% CI)")))
+        figures.append(_save(fig, out / f"{network_figure_stem(index)}.png",
+                             f"Network pass: the plan vs the alternatives ({label})",
+                             "Measured median of each whole network pass with its 95% CI; "
+                             "diamonds: the predicted time from plan.json and dashed: "
+                             f"{WHAT[BOUND]}, both in the plan's own thread count and "
+                             "cache mode only."))
+    return figures
 
 
 def all_figures(runs: Runs, envs: dict[str, dict], out: Path) -> list[Figure]:

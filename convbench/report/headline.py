@@ -11,16 +11,21 @@ Definitions (each stated on the page too):
 - share of peak / roofline: time-weighted mean of the best own kernels' shares, which is
   the network's performed FLOP rate over the peak (likewise for the roofline bound);
 - dominant layers: the three largest shares of the best plan's network time.
+
+Where the directory also holds a network pass (``convbench run --network``), the network
+time is the plan pass's measured median at the same thread count and cache mode instead:
+one pass of the whole graph, glue and layout transforms included (:func:`with_network_pass`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from convbench.report import aggregate, units
+from convbench.report.network import NetworkRun, plan_time
 
 TOP_LAYERS = 3
 
@@ -41,6 +46,9 @@ class Headline:
     peak_share: float           # of the best own kernels, time-weighted
     roofline_share: float
     dominant: tuple[tuple[str, float, str, float], ...]   # (layer, share, variant, time)
+    measured_pass: bool = False  # network_s is the plan's measured network pass
+    layer_sum_s: float = float("nan")   # the best plan's sum over layers, when it is
+    sweep: bool = True           # False: the directory holds a network pass only
 
     @property
     def own_vs_library(self) -> float:
@@ -92,7 +100,43 @@ def headlines(run: str, table: pd.DataFrame) -> list[Headline]:
     return out
 
 
+def with_network_pass(h: Headline, frame: pd.DataFrame, cache: str) -> Headline:
+    """``h`` with the plan pass's measured time as the network time, when the pass was
+    timed at ``h``'s thread count in ``cache`` mode (the rates follow: same conv FLOPs)."""
+    measured = plan_time(frame, h.threads, cache)
+    if not np.isfinite(measured):
+        return h
+    flops = h.network_gflops * h.network_s   # GFLOP; NaN when the sweep misses a layer
+    return replace(h, network_s=measured, network_gflops=flops / measured,
+                   measured_pass=True, layer_sum_s=h.network_s)
+
+
+def network_headlines(run: NetworkRun) -> list[Headline]:
+    """Headlines of a directory that holds a network pass and no sweep: the measured plan
+    pass per thread count and cache mode, nothing else known."""
+    frame = run.frame
+    out = []
+    for (threads, cache), _rows in frame.groupby(["threads", "cache"], sort=False):
+        measured = plan_time(frame, int(threads), str(cache))
+        out.append(Headline(
+            run=f"{run.name} [{cache}]", threads=int(threads), layers=0, covered=0,
+            network_s=measured, network_gflops=float("nan"), own_s=float("nan"),
+            library_s=float("nan"), library_names="", peak_share=float("nan"),
+            roofline_share=float("nan"), dominant=(), measured_pass=np.isfinite(measured),
+            sweep=False))
+    return out
+
+
 def _network_text(h: Headline) -> str:
+    if h.measured_pass:
+        rate = (f", {units.gflops(h.network_gflops)} of conv FLOPs"
+                if np.isfinite(h.network_gflops) else "")
+        layers = (f"; the sum of the best layers alone: {units.seconds(h.layer_sum_s)}"
+                  if np.isfinite(h.layer_sum_s) else "")
+        return (f"{units.seconds(h.network_s)} measured: one pass of the whole network by "
+                f"plan.json (convs, glue and layout transforms){rate}{layers}")
+    if not h.sweep:
+        return "none: the plan's network pass was not timed (see Network pass)"
     if not np.isfinite(h.network_s):
         return f"none: only {h.covered} of {h.layers} layers have an ok case"
     return f"{units.seconds(h.network_s)} ({units.gflops(h.network_gflops)})"
@@ -136,12 +180,18 @@ ABOUT = ("Per run and thread count. Best plan: the fastest ok variant of every l
          "vs library: the same sum over the fastest own and the fastest library variant per "
          "layer. Share of the machine: the best own kernels' shares of peak and of the "
          "roofline bound, weighted by their time (= the network's FLOP rate over the "
-         "peak). Timings of a one-process run (the smoke suite) are a first look.")
+         "peak). Where the directory holds a network pass (convbench run --network), the "
+         "network time is the plan's measured pass instead (it says so): glue and layout "
+         "transforms included, which the sum over layers leaves out. Timings of a "
+         "one-process run (the smoke suite) are a first look.")
+
+NO_SWEEP = "- (a network pass only: no sweep in this directory)"
 
 
 def headline_frame(items: list[Headline]) -> pd.DataFrame:
     """The headline as text: one row per figure, one column per run and thread count
     (several runs side by side)."""
     columns = {f"{h.run}, {h.threads} thread{'s' if h.threads > 1 else ''}":
-               [render(h) for _, render in ROWS] for h in items}
+               [render(h) if h.sweep or i == 0 else NO_SWEEP
+                for i, (_, render) in enumerate(ROWS)] for h in items}
     return pd.DataFrame({"": [name for name, _ in ROWS], **columns})

@@ -55,7 +55,8 @@ def _kind(column: str) -> str:
         return "seconds"
     if name.startswith("gflops"):
         return "gflops"
-    if name.endswith("share") and name != "share_flag":
+    # "prediction error": predicted / measured - 1
+    if (name.endswith("share") and name != "share_flag") or name.endswith(" error"):
         return "percent"
     if name.startswith(("speedup", "own_speedup", "time ratio", "vs_", "slowest_over")):
         return "ratio"

@@ -49,11 +49,11 @@ def generated(group: Sequence[Case], algorithm: str, only: Sequence[Filter] = ()
     first = group[0]
     layouts = list(dict.fromkeys(c.variant.layout for c in group
                                  if c.variant.algorithm == algorithm))
-    domains = alg.tuning_space(first.problem)
+    space = alg.tuning_space(first.problem)
     version = registry.kernel_version(algorithm)
     cases, not_applicable = [], 0
     for layout in layouts:
-        for params in alg.param_grid(domains):
+        for params in space:
             skip = alg.applies(first.problem, layout, params)
             case = Case(first.suite, first.problem, first.layer_count,
                         Variant.of(algorithm, layout, params), first.threads,
