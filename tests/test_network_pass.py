@@ -251,3 +251,19 @@ def test_a_wrong_kernel_fails_the_pass_and_is_not_timed(tmp_path, monkeypatch):
         assert rows.loc[label, "reason"].startswith("conv2 (conv, c1x1)")
         assert rows.loc[label, "n_values"] == 0 and math.isnan(rows.loc[label, "median_s"])
     assert rows.loc["all-nhwc", "status"] == "ok" and rows.loc["all-nhwc", "n_values"] == 3
+
+
+def test_a_pass_written_into_a_sweep_directory_keeps_the_sweeps_environment(tmp_path):
+    import pandas as pd
+
+    from convbench.harness import network_run
+    from convbench.results import schema
+
+    (tmp_path / schema.MANIFEST).write_text("{}")
+    (tmp_path / schema.ENVIRONMENT_JSON).write_text('{"sweep": true}\n')
+    plan = tmp_path / "p.json"
+    plan.write_text("{}")
+    network_run.write(pd.DataFrame({"pass": ["plan"]}), tmp_path, plan, {"network": True})
+    assert json.loads((tmp_path / schema.ENVIRONMENT_JSON).read_text()) == {"sweep": True}
+    side = tmp_path / network_run.SWEEP_SIDE_ENVIRONMENT
+    assert json.loads(side.read_text()) == {"network": True}

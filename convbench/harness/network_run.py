@@ -33,6 +33,9 @@ WORKER = "convbench.harness.network_worker"
 NETWORK_FILE = "network.parquet"
 PLAN_COPY = "plan.json"
 ENVIRONMENT = "environment.json"
+# where a pass into a sweep's results directory keeps its environment: the sweep's own
+# environment.json (its machine limits, workers, load) stays as the sweep recorded it
+SWEEP_SIDE_ENVIRONMENT = "network_environment.json"
 ONEDNN = "onednn"
 BOUND = "per-layer-bound"
 PASSES = (planfile.PLAN, *planfile.ALTERNATIVES, ONEDNN)
@@ -120,11 +123,16 @@ def _summary(answers: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def write(frame: pd.DataFrame, directory: Path, plan_path: Path,
           environment: dict[str, Any]) -> Path:
-    """``directory``: network.parquet, environment.json and plan.json (the plan run)."""
+    """``directory``: network.parquet, environment.json and plan.json (the plan run); in a
+    sweep's results directory the environment goes to network_environment.json instead."""
+    from convbench.results import schema
+
     directory.mkdir(parents=True, exist_ok=True)
+    sweep = (directory / schema.MANIFEST).exists()
     frame.to_parquet(directory / NETWORK_FILE, index=False)
     (directory / PLAN_COPY).write_bytes(Path(plan_path).read_bytes())
-    (directory / ENVIRONMENT).write_text(json.dumps(environment, indent=1, default=str) + "\n")
+    name = SWEEP_SIDE_ENVIRONMENT if sweep else ENVIRONMENT
+    (directory / name).write_text(json.dumps(environment, indent=1, default=str) + "\n")
     return directory / NETWORK_FILE
 
 
