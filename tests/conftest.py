@@ -45,3 +45,14 @@ def cli(capsys) -> Callable[..., tuple[int, str, str]]:
         return exit_info.value.code, out.out, out.err
 
     return call
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """One real ``convbench run smoke -q`` shared by the session (its output and results
+    directory; read it, never write into it): a smoke run costs 30-45 s on two cores, and
+    tests/test_smoke_suite.py and tests/test_compare_gate.py each needed one."""
+    out = tmp_path_factory.mktemp("smoke") / "run"
+    done = convbench_process("run", "smoke", "-q", "-o", out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done, out

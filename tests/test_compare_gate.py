@@ -249,7 +249,8 @@ def test_run_command_shape(tmp_path: Path) -> None:
     assert cmd[-4:] == ["--only", f"case={SLOW_ID}", "--only", "case=x|y|t1|vauto"]
 
 
-SMOKE = Path(__file__).resolve().parents[1] / "suites" / "smoke.yaml"
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "suites" / "smoke.yaml"
 needs_run = pytest.mark.skipif(
     not (SMOKE.is_file() and confirm.run_available()),
     reason="`python -m convbench run` or suites/smoke.yaml is not in this tree yet (the "
@@ -257,10 +258,8 @@ needs_run = pytest.mark.skipif(
 
 
 @needs_run
-def test_confirm_with_real_run(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    subprocess.run([sys.executable, "-m", "convbench", "run", str(SMOKE),
-                    "--output", str(out)], check=True, capture_output=True)
+def test_confirm_with_real_run(tmp_path: Path, smoke_run) -> None:
+    _done, out = smoke_run      # the session's real smoke run (tests/conftest.py)
     comparison = compare_runs(out, out)
     ids = [r.current.case_id for r in comparison.results][:1]
     rerun = confirm.remeasure(out, ids, tmp_path / "rerun")
@@ -268,12 +267,11 @@ def test_confirm_with_real_run(tmp_path: Path) -> None:
 
 
 @needs_run
-def test_end_to_end_same_code_passes(tmp_path: Path, gate) -> None:
-    runs = []
-    for name in ("a", "b"):
-        runs.append(tmp_path / name)
-        subprocess.run([sys.executable, "-m", "convbench", "run", str(SMOKE),
-                        "--output", str(runs[-1])], check=True, capture_output=True)
+def test_end_to_end_same_code_passes(tmp_path: Path, gate, smoke_run) -> None:
+    """Two separate real runs of the same code: the session's smoke run and one more."""
+    runs = [smoke_run[1], tmp_path / "b"]
+    subprocess.run([sys.executable, "-m", "convbench", "run", "smoke", "-q",
+                    "--output", str(runs[-1])], cwd=ROOT, check=True, capture_output=True)
     code, out, _ = gate([*runs, "--confirm"])
     assert code == 0, out
 

@@ -2,8 +2,9 @@
 case, the library baselines an ok case or a "not installed" skip, and the run's closing
 summary says what a new user needs next.
 
-One run is shared by the module (a cold one compiles every kernel: a minute or more on 2
-cores).  Its duration is the lead's benchmark, never asserted here.
+One run is shared by the session (tests/conftest.py's ``smoke_run``; a cold one compiles
+every kernel: a minute or more on 2 cores).  Its duration is the lead's benchmark, never
+asserted here.
 """
 
 from __future__ import annotations
@@ -14,21 +15,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import convbench_process
-
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, pd.DataFrame, Path]:
-    out = tmp_path_factory.mktemp("smoke") / "run"
-    done = convbench_process("run", "smoke", "-q", "-o", out)
-    assert done.returncode == 0, done.stdout + done.stderr
+def smoke(smoke_run) -> tuple[subprocess.CompletedProcess, pd.DataFrame, Path]:
+    done, out = smoke_run
     return done, pd.read_parquet(out / "results.parquet"), out
 
 
-def test_every_algorithm_family_runs(smoke_run):
+def test_every_algorithm_family_runs(smoke):
     from convbench.kernels import registry
 
-    _done, frame, _out = smoke_run
+    _done, frame, _out = smoke
     ok = set(frame[frame["status"] == "ok"]["algorithm"])
     for name, alg in registry.algorithms().items():
         if name in ok:
@@ -38,20 +35,20 @@ def test_every_algorithm_family_runs(smoke_run):
         assert reasons and all("not installed" in r for r in reasons), (name, reasons)
 
 
-def test_own_gemm_and_blas_both_run(smoke_run):
+def test_own_gemm_and_blas_both_run(smoke):
     """im2col is two families in one: BLAS sgemm and convbench's own packed GEMM."""
-    _done, frame, _out = smoke_run
+    _done, frame, _out = smoke
     im2col = frame[(frame["algorithm"] == "im2col") & (frame["status"] == "ok")]
     assert {"gemm=own", "gemm=blas"} <= {v.rpartition("/")[2] for v in im2col["variant"]}
 
 
-def test_nothing_breaks(smoke_run):
-    _done, frame, _out = smoke_run
+def test_nothing_breaks(smoke):
+    _done, frame, _out = smoke
     assert set(frame["status"]) <= {"ok", "skip"}, frame[["variant", "status", "reason"]]
 
 
-def test_summary_says_where_and_what_next(smoke_run):
-    done, frame, out = smoke_run
+def test_summary_says_where_and_what_next(smoke):
+    done, frame, out = smoke
     text = done.stdout
     for layer in frame["layer"].unique():
         assert layer in text
