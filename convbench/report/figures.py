@@ -320,7 +320,9 @@ def counter_panels(runs: Runs, out: Path) -> list[Figure]:
     if not metrics:
         return []
     colors = _colors(_algorithms(runs))
-    fig, grid = plt.subplots(len(metrics), len(runs), squeeze=False, sharey="row",
+    # rows share a y range by hand, not sharey: a panel without figures is switched off,
+    # and with sharey a run beside it lost its tick labels
+    fig, grid = plt.subplots(len(metrics), len(runs), squeeze=False,
                              figsize=(6.5 * len(runs), 3.2 * len(metrics)))
     for col, (name, figures) in enumerate(counters.items()):
         best = figures[figures["threads"] == figures["threads"].min()] if len(figures) \
@@ -336,7 +338,7 @@ def counter_panels(runs: Runs, out: Path) -> list[Figure]:
                 ax.text(0.5, 0.5, _short(_why_empty(runs[name], metric), 60),
                         ha="center", va="center", transform=ax.transAxes, fontsize="small",
                         wrap=True)
-                ax.set_xticks([])
+                ax.axis("off")
                 continue
             scale = 100.0 if share else 1.0
             for i, alg in enumerate(algs):
@@ -349,10 +351,17 @@ def counter_panels(runs: Runs, out: Path) -> list[Figure]:
                           ha="right", fontsize="small")
             ax.set_ylabel(axis, fontsize="small")
             ax.grid(axis="y", alpha=0.3)
-    handles = [ax for row in grid for ax in row if ax.get_legend_handles_labels()[0]]
-    if handles:
-        handles[-1].legend(fontsize="x-small")
-    fig.tight_layout()
+    for row in grid:
+        drawn = [ax for ax in row if ax.axison]
+        top = max((ax.get_ylim()[1] for ax in drawn), default=1.0)
+        for ax in drawn:
+            ax.set_ylim(0, top)
+    shown = {label: handle for ax in grid.flat
+             for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+    if shown:      # one legend for every run's algorithms, above the panels
+        fig.legend(list(shown.values()), list(shown), loc="upper center",
+                   ncol=min(len(shown), 8), fontsize="x-small")
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (3.2 * len(metrics))))
     source = "simulated (callgrind)" if any(
         "sim_ir" in c and c["sim_ir"].notna().any() for c in counters.values()) \
         else "hardware"
