@@ -124,3 +124,29 @@ def test_headline_comes_first_and_holds_the_best_plan(page, tmp_path):
         for threads, total in _best_plan_seconds(page.parent.parent / run).items():
             column = f"{run}, {threads} thread{'s' if threads > 1 else ''}"
             assert network[column].startswith(units.seconds(total) + " ("), (column, network)
+
+
+def test_no_table_scrolls_sideways_at_1400_px(page, tmp_path):
+    """Runs side by side fit the 1400 px window: every table's block is as wide as its
+    table, runs that do not fit in a row move below, headers and variant ids wrap; so
+    neither the page nor any scroll box is wider than what it shows."""
+    probe = """<script>
+    var wide = [];
+    document.querySelectorAll("div.scroll").forEach(function (box) {
+      if (box.scrollWidth > box.clientWidth + 1) {
+        wide.push(box.firstChild.id + " " + box.scrollWidth + ">" + box.clientWidth);
+      }
+    });
+    var doc = document.documentElement;
+    console.log("WIDECHECK " + JSON.stringify({page: [doc.scrollWidth, doc.clientWidth],
+                                               boxes: document.querySelectorAll(
+                                                 "div.scroll").length, wide: wide}));
+    </script></body>"""
+    copy = page.parent / "widecheck.html"
+    copy.write_text(page.read_text().replace("</body>", probe))
+    messages = _chromium(copy, tmp_path, tmp_path / "wide.png")
+    logged = [m for m, _ in messages if m.startswith("WIDECHECK ")]
+    assert len(logged) == 1, messages
+    seen = json.loads(logged[0].removeprefix("WIDECHECK "))
+    assert seen["boxes"] > 10 and seen["wide"] == [], seen
+    assert seen["page"][0] <= seen["page"][1], seen

@@ -98,6 +98,7 @@ def run_job(job: Job, channel: Channel) -> None:
     from convbench.harness import timer
     from convbench.harness.inputs import make_inputs
     from convbench.harness.verify import verify
+    from convbench.kernels import registry
     from convbench.kernels.base import Variant
     from convbench.kernels.reference import Reference
     from convbench.spec.problem import ConvProblem
@@ -125,6 +126,13 @@ def run_job(job: Job, channel: Channel) -> None:
         runtime_start = timer.start_parallel_runtime()
         alive: list[tuple[str, Any, dict[str, Any]]] = []
         for spec in job.cases:
+            if watch.compiled and job.restart_if_compiled and registry.get(
+                    spec.algorithm).baseline:
+                # this worker will restart and measure nothing: a library baseline compiles
+                # no numba kernel, and building it here would import its library (torch:
+                # ~4.7 s) in a process that is thrown away.  Its case stays unfinished, so
+                # the restarted worker verifies it.
+                continue
             variant = Variant.of(spec.algorithm, spec.layout, spec.params)
             channel.enter(spec.case_id, "verify")
             verdict, execution = verify(problem, variant, reference, x, w)

@@ -231,6 +231,27 @@ def counter_columns(table: pd.DataFrame) -> list[str]:
     return [m for m in schema.COUNTER_METRICS if m in table and table[m].notna().any()]
 
 
+# simulated counts per call shown next to the metrics (callgrind: instructions, data
+# reads and writes, D1 and last-level misses), so a rate can be checked against its counts
+SIM_COUNTS = ("sim_ir", "sim_dr", "sim_dw", "sim_d1mr", "sim_d1mw", "sim_dlmr", "sim_dlmw")
+
+
+def counter_figures(table: pd.DataFrame) -> pd.DataFrame:
+    """The counter metrics (and simulated counts per call) of each algorithm's fastest
+    variant per layer and thread count: the numbers behind the counter panels.  Columns
+    without a single figure are left out (Missing counters says why); no counters at all
+    gives an empty frame."""
+    columns = [*counter_columns(table),
+               *(c for c in SIM_COUNTS if c in table and table[c].notna().any())]
+    if not columns:
+        return pd.DataFrame()
+    key = ["layer", "variant", "threads", "vector_width"]
+    best = best_by_algorithm(table)[[*key[:3], "algorithm", "vector_width"]]
+    figures = ok_rows(table)[[*key, *columns]].drop_duplicates(key)
+    return best.merge(figures, on=key, how="left")[["layer", "threads", "algorithm",
+                                                    "variant", *columns]]
+
+
 def missing_counters(table: pd.DataFrame) -> pd.DataFrame:
     """Why counter metrics are missing: one row per metric and reason, with a count.  A
     run without any counter columns gets one row saying so."""

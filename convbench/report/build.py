@@ -150,7 +150,7 @@ def _environments(runs: Loaded) -> dict[str, dict[str, str]]:
 # the details; the environment comes last (it matters when numbers disagree, not before).
 LEAD, DETAIL = ("versus", "plan", "network", "best"), ("sensitivity", "scaling",
                                                        "share_flags", "failures",
-                                                       "counters_missing")
+                                                       "counters", "counters_missing")
 
 
 NETWORK_TITLE = "Network pass"

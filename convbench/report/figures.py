@@ -277,50 +277,100 @@ def thread_scaling(runs: Runs, out: Path) -> list[Figure]:
         ax.set_xlabel("threads")
         ax.set_title(f"{_label(name)}: thread scaling")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
+        if ax.get_legend_handles_labels()[0]:    # a run with one thread count draws none
+            ax.legend(fontsize="small")
     axes[0].set_ylabel("network GFLOP/s (count-weighted)")
     return [_save(fig, out / "thread_scaling.png", "Thread scaling",
                   "Count-weighted GFLOP/s over the layers each algorithm covers at every "
                   "thread count.")]
 
 
+# what each counter panel's y axis reads, and whether the metric is a share (drawn in %)
+_COUNTER_AXIS = {
+    "ipc": ("instructions per cycle", False),
+    "l1d_miss_rate": ("L1D miss rate (% of data refs)", True),
+    "llc_miss_rate": ("LLC miss rate (% of refs reaching it)", True),
+    "fma_utilization": ("FMA utilization (% of peak)", True),
+    "counted_gflops": ("counted GFLOP/s", False),
+    "dram_bandwidth_gbs": ("DRAM bandwidth (GB/s)", False),
+    "sim_ir": ("simulated instructions per call", False),
+}
+
+
+def _why_empty(table: pd.DataFrame, metric: str) -> str:
+    """The recorded reason a metric has no figure in a run (its most common one)."""
+    if metric not in table:
+        return "not recorded in this run"
+    reasons = table.get(f"{metric}_reason")
+    if reasons is not None:
+        reasons = reasons.dropna().astype(str)
+        reasons = reasons[reasons != ""]
+        if len(reasons):
+            return str(reasons.value_counts().index[0])
+    return "no figure recorded"
+
+
 def counter_panels(runs: Runs, out: Path) -> list[Figure]:
-    """One panel per counter metric present: the metric of each algorithm's best variant
-    per layer (lowest thread count), runs side by side."""
-    metrics = list(dict.fromkeys(m for t in runs.values() for m in aggregate.counter_columns(t)))
+    """One panel row per counter metric with a figure in some run (and the simulated
+    instruction count, when there is one): the figure of each algorithm's best variant per
+    layer (lowest thread count), runs side by side.  A panel without figures says why."""
+    from matplotlib.ticker import EngFormatter, PercentFormatter
+
+    counters = {name: aggregate.counter_figures(t) for name, t in runs.items()}
+    metrics = [m for m in _COUNTER_AXIS
+               if any(m in c and c[m].notna().any() for c in counters.values())]
     if not metrics:
         return []
     colors = _colors(_algorithms(runs))
-    fig, grid = plt.subplots(len(metrics), len(runs), squeeze=False, sharey="row",
+    # rows share a y range by hand, not sharey: a panel without figures is switched off,
+    # and with sharey a run beside it lost its tick labels
+    fig, grid = plt.subplots(len(metrics), len(runs), squeeze=False,
                              figsize=(6.5 * len(runs), 3.2 * len(metrics)))
-    for col, (name, table) in enumerate(runs.items()):
-        best = aggregate.best_by_algorithm(table)
-        best = best[best["threads"] == best["threads"].min()]
-        best = best.merge(table[["layer", "variant", "threads", "vector_width", *[
-            m for m in metrics if m in table]]], how="left",
-            on=["layer", "variant", "threads", "vector_width"])
-        layers = list(dict.fromkeys(best["layer"]))
-        algs = [a for a in colors if a in set(best["algorithm"])]
+    for col, (name, figures) in enumerate(counters.items()):
+        best = figures[figures["threads"] == figures["threads"].min()] if len(figures) \
+            else figures
+        layers = list(dict.fromkeys(best["layer"])) if len(best) else []
+        algs = [a for a in colors if len(best) and a in set(best["algorithm"])]
         width = 0.8 / max(1, len(algs))
         for row, metric in enumerate(metrics):
             ax = grid[row][col]
-            if metric not in best:
-                ax.set_title(f"{_label(name)}: {metric} not recorded", fontsize="small")
+            axis, share = _COUNTER_AXIS[metric]
+            ax.set_title(f"{_label(name)}: {axis}", fontsize="small")
+            if metric not in best or not best[metric].notna().any():
+                ax.text(0.5, 0.5, _short(_why_empty(runs[name], metric), 60),
+                        ha="center", va="center", transform=ax.transAxes, fontsize="small",
+                        wrap=True)
+                ax.axis("off")
                 continue
+            scale = 100.0 if share else 1.0
             for i, alg in enumerate(algs):
                 vals = best[best["algorithm"] == alg].set_index("layer").reindex(layers)[metric]
-                ax.bar(np.arange(len(layers)) + (i - (len(algs) - 1) / 2) * width, vals, width,
-                       color=colors[alg], label=_label(alg))
+                ax.bar(np.arange(len(layers)) + (i - (len(algs) - 1) / 2) * width,
+                       vals.astype(float) * scale, width, color=colors[alg], label=_label(alg))
+            ax.yaxis.set_major_formatter(PercentFormatter(decimals=None) if share
+                                         else EngFormatter(sep=""))
             ax.set_xticks(np.arange(len(layers)), [_short(s) for s in layers], rotation=20,
                           ha="right", fontsize="small")
-            ax.set_ylabel(metric)
-            ax.set_title(f"{_label(name)}: {metric}", fontsize="small")
+            ax.set_ylabel(axis, fontsize="small")
             ax.grid(axis="y", alpha=0.3)
-    grid[0][-1].legend(fontsize="x-small")
-    fig.tight_layout()
-    return [_save(fig, out / "counters.png", "Hardware counters",
-                  "Counter metrics of each algorithm's best variant per layer; metrics "
-                  "without figures are listed under Missing counters.")]
+    for row in grid:
+        drawn = [ax for ax in row if ax.axison]
+        top = max((ax.get_ylim()[1] for ax in drawn), default=1.0)
+        for ax in drawn:
+            ax.set_ylim(0, top)
+    shown = {label: handle for ax in grid.flat
+             for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+    if shown:      # one legend for every run's algorithms, above the panels
+        fig.legend(list(shown.values()), list(shown), loc="upper center",
+                   ncol=min(len(shown), 8), fontsize="x-small")
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (3.2 * len(metrics))))
+    source = "simulated (callgrind)" if any(
+        "sim_ir" in c and c["sim_ir"].notna().any() for c in counters.values()) \
+        else "hardware"
+    return [_save(fig, out / "counters.png", "Counters",
+                  f"Counter figures ({source}) of each algorithm's best variant per layer, "
+                  "the fewest threads; the numbers are in the Counter figures table, and "
+                  "metrics without figures are listed under Missing counters.")]
 
 
 def network_stack(runs: Runs, out: Path) -> list[Figure]:

@@ -26,15 +26,18 @@ h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;margin-top:2em}h3{margin-bott
 nav a{margin-right:1em}p.about{color:#555;margin:.2em 0 .6em}
 .scroll{overflow-x:auto;max-height:36em;overflow-y:auto;border:1px solid #ddd}
 table{border-collapse:collapse;font-size:12px}
-th,td{padding:2px 8px;border-bottom:1px solid #eee;text-align:left;white-space:nowrap}
+th,td{padding:2px 6px;border-bottom:1px solid #eee;text-align:left;white-space:nowrap}
+th{white-space:normal;overflow-wrap:anywhere;min-width:4em;vertical-align:bottom}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 td:not(.num){white-space:normal;max-width:24em}
 th{background:#f3f3f3;position:sticky;top:0;cursor:pointer;user-select:none}
 th[data-dir=asc]::after{content:" \\25B2"}th[data-dir=desc]::after{content:" \\25BC"}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}
-figcaption{color:#555}.runs{display:flex;gap:2em;flex-wrap:wrap}
+figcaption{color:#555}.runs{display:flex;gap:1em 1.5em;flex-wrap:wrap}
 .note{background:#fff6d5;padding:.4em .8em;border-left:3px solid #e0b000}
-.runs>div{flex:1 1 0;min-width:28em;max-width:100%}
+/* each run's block as wide as its table; the next run moves below when the row is full,
+   so a table never has to scroll sideways (1400 px, three runs of 17 columns) */
+.runs>div{flex:0 1 auto;min-width:0;max-width:100%}
 table.wrap td,table.wrap th{white-space:normal;vertical-align:top}
 table.headline{font-size:14px}table.headline td:first-child{font-weight:600}
 table.headline td{padding:4px 12px;max-width:40em}

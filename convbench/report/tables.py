@@ -54,6 +54,10 @@ PER_RUN = (
             aggregate.flagged_shares),
     Section("failures", "Failed and skipped variants", "Every case that is not ok, with "
             "its reason.", aggregate.failures),
+    Section("counters", "Counter figures",
+            "Per layer each algorithm's fastest variant: miss rates as percentages, "
+            "simulated counts (sim_*, callgrind) per kernel call; the counter panels "
+            "draw these numbers.", aggregate.counter_figures),
     Section("counters_missing", "Missing counters",
             "Counter metrics without figures, and why.", aggregate.missing_counters),
 )

@@ -47,6 +47,17 @@ def ratio(value: float | None) -> str:
     return "-" if _missing(value) else f"{float(value):.2f}x"
 
 
+def count(value: float | None) -> str:
+    """A count per call (simulated instructions, misses) with an SI prefix: 53.38k, 1.2M."""
+    if _missing(value):
+        return "-"
+    value = float(value)
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.4g}{unit}"
+    return f"{value:.4g}"
+
+
 def _kind(column: str) -> str:
     """How a report column's numbers read, from its name (aggregate's naming)."""
     name = column.split(" [")[0]   # join_runs: "median_s [run]"
@@ -56,8 +67,11 @@ def _kind(column: str) -> str:
     if name.startswith("gflops"):
         return "gflops"
     # "prediction error": predicted / measured - 1
-    if (name.endswith("share") and name != "share_flag") or name.endswith(" error"):
+    if ((name.endswith(("share", "_miss_rate", "utilization")) and name != "share_flag")
+            or name.endswith(" error")):
         return "percent"
+    if name.startswith(("sim_", "ctr_")):    # counts per call, sim_ir's 53384.5
+        return "count"
     if name.startswith(("speedup", "own_speedup", "time ratio", "vs_", "slowest_over")):
         return "ratio"
     return "plain"
@@ -79,6 +93,8 @@ def format_value(column: str, value: Any) -> str:
         return percent(value)
     if kind == "ratio":
         return ratio(value)
+    if kind == "count":
+        return count(value)
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
@@ -87,7 +103,7 @@ def parse(text: str) -> float:
     and for the page's sort keys' cross-check."""
     text = text.strip()
     for suffix, scale in ((MICRO, 1e-6), ("us", 1e-6), ("ms", 1e-3), ("s", 1.0), ("%", 0.01),
-                          ("x", 1.0), ("GFLOP/s", 1.0)):
+                          ("x", 1.0), ("GFLOP/s", 1.0), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if text.endswith(suffix):
             return float(text.removesuffix(suffix).strip()) * scale
     return float(text)
