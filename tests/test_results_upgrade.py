@@ -26,6 +26,7 @@ def test_format1_loads_as_the_current_format():
     assert run.manifest["upgraded_from"] == 1
     assert run.table["kernel_version"].isna().all()
     assert run.table["cpus"].isna().all()     # format 3 added it: workers were not pinned before
+    assert (run.table["cache_model"] == "host").all()   # format 6: the host's caches
     assert set(run.table["status"]) == {"ok", "fail", "skip"}
     assert [c for c in schema.COLUMNS if c in run.table.columns] == list(schema.COLUMNS)
     assert (run.table["cache"] == "warm").all()
