@@ -316,9 +316,14 @@ def counter_panels(runs: Runs, out: Path) -> list[Figure]:
             ax.grid(axis="y", alpha=0.3)
     grid[0][-1].legend(fontsize="x-small")
     fig.tight_layout()
+    # a named cache model's counts are a model of this host's code, not that core's: the
+    # caption says so per run
+    models = [f"{_label(name)}: {line}" for name, table in runs.items()
+              for line in aggregate.cache_model_captions(table)]
     return [_save(fig, out / "counters.png", "Hardware counters",
                   "Counter metrics of each algorithm's best variant per layer; metrics "
-                  "without figures are listed under Missing counters.")]
+                  "without figures are listed under Missing counters."
+                  + "".join(f" {m}." for m in models))]
 
 
 def network_stack(runs: Runs, out: Path) -> list[Figure]:
