@@ -71,10 +71,11 @@ MODELS: dict[str, CacheModel] = {m.name: m for m in (
         i1=Level(48 * KiB, 3, 64), d1=Level(32 * KiB, 2, 64), ll=Level(1 * MiB, 16, 64),
         ll_is="L2, shared by the cluster (512 KiB-4 MiB configurable, 16-way); 1 MiB as in "
               "the Raspberry Pi 4's BCM2711",
-        # Sure of L1 (48 KiB 3-way I, 32 KiB 2-way D, 64 B) and L2 16-way 64 B; the L2 size
-        # is the implementer's choice, 1 MiB is one common configuration.
-        source="Arm Cortex-A72 MPCore Technical Reference Manual (ARM DDI 0488), 6.1 About "
-               "the L1 memory system; 7.1 About the L2 memory system"),
+        # Sure: L1 48 KiB 3-way I, 32 KiB 2-way D; L2 16-way, fixed 64 B lines, 512 KiB to
+        # 4 MiB (checked against the TRM's "About the L2 memory system" page,
+        # developer.arm.com/docs/100095).  The L2 size is the implementer's choice.
+        source="Arm Cortex-A72 MPCore Processor Technical Reference Manual (100095), "
+               "Level 1 Memory System; Level 2 Memory System: About the L2 memory system"),
     CacheModel(
         "cortex-a76", "Arm Cortex-A76",
         i1=Level(64 * KiB, 4, 64), d1=Level(64 * KiB, 4, 64), ll=Level(512 * KiB, 8, 64),
