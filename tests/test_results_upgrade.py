@@ -79,7 +79,8 @@ def test_format3_shares_above_one_are_flagged_on_load(tmp_path):
         dict(layer="L", algorithm="winograd2x2", layout="nhwc", median=1e-3)])
     table = pd.read_parquet(run / schema.RESULTS_PARQUET)
     table = table.drop(columns=["performed_flops", "roofline_gbs", "share_flag", "processes",
-                                "process_spread", "compile_width", "vector_width_bits"])
+                                "process_spread", "compile_width", "vector_width_bits",
+                                "cache_model"])   # format 6
     values = pd.read_parquet(run / schema.VALUES_PARQUET).drop(columns=["process"])
     values.to_parquet(run / schema.VALUES_PARQUET)
     table["peak_share"] = [0.5, 1.7]
