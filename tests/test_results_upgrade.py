@@ -26,6 +26,7 @@ def test_format1_loads_as_the_current_format():
     assert run.manifest["upgraded_from"] == 1
     assert run.table["kernel_version"].isna().all()
     assert run.table["cpus"].isna().all()     # format 3 added it: workers were not pinned before
+    assert (run.table["cache_model"] == "host").all()   # format 6: the host's caches
     assert set(run.table["status"]) == {"ok", "fail", "skip"}
     assert [c for c in schema.COLUMNS if c in run.table.columns] == list(schema.COLUMNS)
     assert (run.table["cache"] == "warm").all()
@@ -78,7 +79,8 @@ def test_format3_shares_above_one_are_flagged_on_load(tmp_path):
         dict(layer="L", algorithm="winograd2x2", layout="nhwc", median=1e-3)])
     table = pd.read_parquet(run / schema.RESULTS_PARQUET)
     table = table.drop(columns=["performed_flops", "roofline_gbs", "share_flag", "processes",
-                                "process_spread", "compile_width", "vector_width_bits"])
+                                "process_spread", "compile_width", "vector_width_bits",
+                                "cache_model"])   # format 6
     values = pd.read_parquet(run / schema.VALUES_PARQUET).drop(columns=["process"])
     values.to_parquet(run / schema.VALUES_PARQUET)
     table["peak_share"] = [0.5, 1.7]

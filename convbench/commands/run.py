@@ -22,6 +22,11 @@ import click
               help="Drop cases matching every KEY=GLOB of one --exclude (repeatable).")
 @click.option("--counters", type=click.Choice(["none", "perf", "sim"]), default="none",
               show_default=True, help="Hardware (perf) or simulated (sim) counters per case.")
+@click.option("--cache-model", "cache_model", metavar="NAME",
+              help="With --counters sim: simulate a named core's caches (cortex-a72, "
+                   "cortex-a76, neoverse-n1, neoverse-v1, apple-m1, zen4, sapphire-rapids) "
+                   "instead of this host's; a model of this host's code's data traffic, "
+                   "not a measurement of that core.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--min-time", type=float, help="Override timing.min_time (s per value).")
 @click.option("--values", "n_values", type=click.IntRange(min=3),
@@ -62,7 +67,8 @@ import click
                    "CONVBENCH_MEASURE_MACHINE=0].")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar (for CI).")
 def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry_run: bool,
-            only: tuple[str, ...], exclude: tuple[str, ...], counters: str, seed: int,
+            only: tuple[str, ...], exclude: tuple[str, ...], counters: str,
+            cache_model: str | None, seed: int,
             min_time: float | None, n_values: int | None, warmups: int | None,
             timeout: float | None, n_processes: int | None, threads: str | None,
             vector_widths: str | None,
@@ -86,7 +92,8 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
         sweep_only = {"SUITE": suite, "--resume": resume_dir, "--dry-run": dry_run,
                       "--only": only, "--exclude": exclude, "--records": records_path,
                       "--vector-widths": vector_widths,
-                      "--counters": counters if counters != "none" else None}
+                      "--counters": counters if counters != "none" else None,
+                      "--cache-model": cache_model}
         given = [name for name, value in sweep_only.items() if value]
         if given:
             raise ConvbenchError(f"--network runs the plan's passes: {', '.join(given)} "
@@ -96,9 +103,9 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
                                          "warmups": warmups, "timeout": timeout,
                                          "processes": n_processes})
     if resume_dir is not None:
-        if suite or output or cpus or records_path:
+        if suite or output or cpus or records_path or cache_model:
             raise ConvbenchError("--resume takes the results directory alone (no SUITE, -o, "
-                                 "--cpus, --records: it reuses the run's)")
+                                 "--cpus, --records, --cache-model: it reuses the run's)")
         outcome = runner.resume(resume_dir, quiet)
     else:
         if not suite:
@@ -116,8 +123,9 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
                                     cache=_word_list(cache_modes, "--cache", CACHE_MODES),
                                     cold_bytes=cold_bytes, cpus=_cpu_list(cpus),
                                     records=str(records_path.resolve()) if records_path
-                                    else None)
+                                    else None, cache_model=cache_model)
         run_options.check_overrides(options)   # before a results directory exists
+        run_options.check_cache_model(options)
         if dry_run:
             from convbench.spec.suite import load_suite
             from convbench.tune.apply import for_run

@@ -56,6 +56,7 @@ class Sample:
     instructions: float = float("nan")     # per call, from INSTRUCTION_COLUMNS
     descriptor: str = ""                   # the problem measured ("" when not recorded)
     kernel_version: str = ""               # hash of the kernel's code ("" when unknown)
+    cache_model: str = ""                  # whose caches sim counts model ("" unknown)
 
     @property
     def ok(self) -> bool:
@@ -163,7 +164,8 @@ def _results_side(run: Any, instruction_column: str | None) -> Side:
             normalised=normalised if has_ref else None, processes=processes,
             instructions=_as_float(row.get(instruction_column)) if instruction_column
             else float("nan"), descriptor=_text(row.get("descriptor")),
-            kernel_version=_text(row.get("kernel_version")))
+            kernel_version=_text(row.get("kernel_version")),
+            cache_model=_text(row.get("cache_model")))
     env = {k: v for k, v in _flatten(run.environment) if _watched(k)}
     env.update({f"manifest.{k}": v for k, v in run.manifest.items() if "version" in k})
     suite_copy = path / schema.SUITE_COPY
@@ -246,6 +248,19 @@ def different_problems(pairs: list[tuple[Sample, Sample]]) -> dict[str, tuple[st
     return changed
 
 
+def different_cache_models(pairs: list[tuple[Sample, Sample]]) -> list[str]:
+    """A warning when paired variants' simulated counts model different caches.
+
+    callgrind's instruction counts do not depend on the cache geometry, so the
+    deterministic gate on them still holds; its miss counts do, and a D1 miss rate under
+    Cortex-A72's 32 KiB is no regression from one under Apple M1's 128 KiB."""
+    seen = {(b.cache_model, c.cache_model) for b, c in pairs
+            if b.cache_model and c.cache_model and b.cache_model != c.cache_model}
+    return [f"different cache models: simulated cache counts come from {b!r} in the "
+            f"baseline and {c!r} in the current run; their miss counts and rates are not "
+            f"comparable (instruction counts are)" for b, c in sorted(seen)]
+
+
 def match(base: Side, cur: Side) -> Matching:
     """Pair the variants of both sides; list the ones found on one side only.  Refuses
     (ConvbenchError) when a paired layer measured different problems."""
@@ -259,7 +274,7 @@ def match(base: Side, cur: Side) -> Matching:
                              f"the same suite")
     only_base = [s for k, s in base.samples.items() if k not in cur.samples]
     only_cur = [s for k, s in cur.samples.items() if k not in base.samples]
-    warnings = environment_warnings(base, cur)
+    warnings = environment_warnings(base, cur) + different_cache_models(pairs)
     if only_base:
         warnings.append(f"{len(only_base)} variant(s) only in the baseline")
     if only_cur:

@@ -34,6 +34,9 @@ class RunOptions:
     cpus: tuple[int, ...] = ()
     # tuning records applied to the plan (convbench.tune.apply), an absolute path
     records: str | None = None
+    # a named core's cache geometry for --counters sim (harness.counters.cache_models);
+    # None: the host's own
+    cache_model: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -46,7 +49,8 @@ class RunOptions:
                    threads=tuple(data.get("threads", ())),
                    vector_widths=tuple(data.get("vector_widths", ())),
                    cache=tuple(data.get("cache", ())), cold_bytes=data.get("cold_bytes"),
-                   cpus=tuple(data.get("cpus", ())), records=data.get("records"))
+                   cpus=tuple(data.get("cpus", ())), records=data.get("records"),
+                   cache_model=data.get("cache_model"))
 
 
 def check_counters_available(kind: str) -> None:
@@ -55,6 +59,18 @@ def check_counters_available(kind: str) -> None:
     if kind != "none" and importlib.util.find_spec(f"convbench.harness.counters.{kind}") is None:
         raise ConvbenchError(f"counters backend {kind!r} is not available in this convbench "
                              f"(no convbench/harness/counters/{kind}.py); use --counters none")
+
+
+def check_cache_model(options: RunOptions) -> None:
+    """A cache model names a known core and only makes sense with simulated counters."""
+    if options.cache_model is None:
+        return
+    from convbench.harness.counters import cache_models
+
+    cache_models.get(options.cache_model)
+    if options.counters != "sim":
+        raise ConvbenchError("--cache-model sets callgrind's cache geometry: it needs "
+                             "--counters sim")
 
 
 def check_overrides(options: RunOptions) -> None:

@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 from convbench.errors import ConvbenchError
 from convbench.harness import affinity, counters, memory, sysinfo, system
+from convbench.harness.counters import cache_models
 from convbench.harness.options import RunOptions, check_counters_available, make_plan
 from convbench.harness.plan import Case, Plan
 from convbench.harness.protocol import (
@@ -81,7 +82,17 @@ class Runner:
         kill_after = os.environ.get(KILL_AFTER_ENV, "")
         self.kill_after = int(kill_after) if kill_after.isdigit() else None
 
+    def sim_geometry(self) -> dict[str, str]:
+        """callgrind's i1/d1/ll for the named cache model; {} (the host's) without one."""
+        if not self.options.cache_model:
+            return {}
+        model = cache_models.get(self.options.cache_model)
+        return {k.lower(): v for k, v in model.geometry().items()}
+
     def record(self, row: dict[str, Any], values: list[dict[str, Any]] | None = None) -> None:
+        # every row says whose caches its simulated counts model, so two runs under
+        # different models are never read (or compared) as the same measurement
+        row = {**row, "cache_model": cache_models.label(self.options.cache_model)}
         self.store.add(row, values)
         self.recorded += 1
         if self.bar is not None:
@@ -151,7 +162,8 @@ class Runner:
             # before its region allocates more and counts other D1 misses (2 of 733 seen);
             # the worker reads its own dumps, so the directory goes when the worker ends
             out_dir = str(self.scratch.new("convbench-sim-")) if count_only else None
-            prefix = (counters.worker_prefix(self.options.counters, out_dir=out_dir)
+            prefix = (counters.worker_prefix(self.options.counters, out_dir=out_dir,
+                                             **self.sim_geometry())
                       if count_only else [])
             # The restarted worker gets the very same job: under simulation any difference
             # in what a worker reads before its region (a longer job file, say) moves the
@@ -236,6 +248,16 @@ class Runner:
             self.store.mark_counted([c.case_id for c in group])
 
 
+def cache_model_facts(name: str | None) -> dict[str, Any]:
+    """environment.json's ``cache_model``: the name, the geometry simulated, its sources."""
+    if not name:
+        return {"name": cache_models.HOST, "caption": cache_models.caption(None)}
+    model = cache_models.get(name)
+    return {"name": model.name, "title": model.title, "geometry": model.geometry(),
+            "ll_is": model.ll_is, "source": model.source,
+            "caption": cache_models.caption(model.name)}
+
+
 def compile_width(width: str, limits: dict[str, Any] | None, count_only: bool) -> str:
     """The width a case's code is compiled for: an explicit width as asked; ``auto`` the
     host's measured fastest (machine limits), or LLVM's default ("") without limits.
@@ -299,6 +321,7 @@ def run_suite(suite_path: str | Path, output: Path | None = None,
     limits = limits_for_run({c.threads for c in plan.cases}, measure_machine,
                             lambda line: None if quiet else print(line, file=sys.stderr))
     environment = sysinfo.collect(limits, options.cpus)
+    environment["cache_model"] = cache_model_facts(options.cache_model)
     if environment["busy_warning"]:
         warnings.warn(environment["busy_warning"], stacklevel=2)
     if applied is not None:

@@ -252,6 +252,19 @@ def counter_figures(table: pd.DataFrame) -> pd.DataFrame:
                                                     "variant", *columns]]
 
 
+def cache_model_captions(table: pd.DataFrame) -> list[str]:
+    """What the simulated counts of the table are: one caption per cache model of the rows
+    that have them ("a model of the data-cache traffic of this host's code under X's
+    caches"), so a count made under a named core's caches is never read as that core's."""
+    from convbench.harness.counters.cache_models import caption
+
+    if "sim_ir" not in table or "cache_model" not in table:
+        return []
+    counted = table[table["sim_ir"].notna()]
+    return [f"simulated counts: {caption(str(m))}"
+            for m in dict.fromkeys(counted["cache_model"].dropna())]
+
+
 def missing_counters(table: pd.DataFrame) -> pd.DataFrame:
     """Why counter metrics are missing: one row per metric and reason, with a count.  A
     run without any counter columns gets one row saying so."""

@@ -367,10 +367,15 @@ def counter_panels(runs: Runs, out: Path) -> list[Figure]:
     source = "simulated (callgrind)" if any(
         "sim_ir" in c and c["sim_ir"].notna().any() for c in counters.values()) \
         else "hardware"
+    # a named cache model's counts are a model of this host's code, not that core's: the
+    # caption says so per run
+    models = [f"{_label(name)}: {line}" for name, table in runs.items()
+              for line in aggregate.cache_model_captions(table)]
     return [_save(fig, out / "counters.png", "Counters",
                   f"Counter figures ({source}) of each algorithm's best variant per layer, "
                   "the fewest threads; the numbers are in the Counter figures table, and "
-                  "metrics without figures are listed under Missing counters.")]
+                  "metrics without figures are listed under Missing counters."
+                  + "".join(f" {m}." for m in models))]
 
 
 def network_stack(runs: Runs, out: Path) -> list[Figure]:

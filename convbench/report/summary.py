@@ -130,6 +130,7 @@ def run_summary(table: pd.DataFrame, path: Path | None = None) -> str:
     if without:
         lines.append(f"no ok case for: {', '.join(without)}")
     lines += flag_lines(table)
+    lines += aggregate.cache_model_captions(table)
     counts = table["status"].value_counts()
     lines.append("cases: " + (", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts)
                               or "none"))

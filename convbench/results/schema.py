@@ -42,7 +42,9 @@ from convbench.status import STATUSES as STATUSES  # re-exported: the status col
 # Older directories are read through convbench.results.upgrade.
 # 5: adds journal.jsonl (cases committed by appending) and .lock; a killed run's cases are
 #    in the journal only, the consolidated files are written when a run stops.
-FORMAT_VERSION = 5
+# 6: adds the cache_model column (whose caches the simulated counts model: a
+#    harness.counters.cache_models name, or "host") and environment.json's cache_model.
+FORMAT_VERSION = 6
 
 MANIFEST = "manifest.json"
 RESULTS_PARQUET = "results.parquet"
@@ -89,6 +91,11 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "cpus": ("string", "CPUs the worker was pinned to as it reported them (Linux cpulist, "
                        "e.g. 0-1; --cpus or one per thread); empty when no worker reported "
                        "(skips, crashes before a result, format 2 and older)"),
+    "cache_model": ("string", "whose cache geometry --counters sim simulated: a named "
+                              "model (--cache-model, e.g. cortex-a72) or 'host'; under a "
+                              "model the sim_* counts are a model of the data-cache traffic "
+                              "of this host's code under that core's caches, not a "
+                              "measurement of that core"),
     # verification against the float64 reference
     "max_abs_err": ("float64", "max |y - ref|"),
     "max_rel_err": ("float64", "max relative error where |ref| exceeds the bound"),

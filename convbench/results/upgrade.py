@@ -114,8 +114,21 @@ def _v4_to_v5(old: Contents) -> Contents:
     return Contents({**old.manifest, "format_version": 5}, old.table, old.values)
 
 
+def _v5_to_v6(old: Contents) -> Contents:
+    """6 added ``cache_model``: before it every simulation used the host's own caches."""
+    import pandas as pd
+
+    from convbench.harness.counters.cache_models import HOST
+
+    table = old.table.copy()
+    _insert_after(table, "cpus", "cache_model",
+                  pd.Series(HOST, index=table.index, dtype="string"))
+    return Contents({**old.manifest, "format_version": 6}, table, old.values)
+
+
 STEPS: dict[int, Callable[[Contents], Contents]] = {1: _v1_to_v2, 2: _v2_to_v3,
-                                                    3: _v3_to_v4, 4: _v4_to_v5}
+                                                    3: _v3_to_v4, 4: _v4_to_v5,
+                                                    5: _v5_to_v6}
 
 
 def upgrade(contents: Contents, where: str) -> Contents:
