@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import matplotlib.image
 import pytest
@@ -35,6 +36,17 @@ def _chromium(page: Path, tmp: Path, screenshot: Path) -> list[tuple[str, str]]:
     return CONSOLE.findall(done.stderr)
 
 
+def _probed(page: Path, tmp: Path, tag: str, script: str) -> tuple[Any, list[tuple[str, str]]]:
+    """Load a copy of ``page`` with ``script`` (JavaScript that logs ``TAG json``) before
+    ``</body>``; the one logged value, decoded, and every console message."""
+    copy = page.parent / f"{tag.lower()}.html"
+    copy.write_text(page.read_text().replace("</body>", f"<script>{script}</script></body>"))
+    messages = _chromium(copy, tmp, tmp / f"{tag.lower()}.png")
+    logged = [m for m, _ in messages if m.startswith(f"{tag} ")]
+    assert len(logged) == 1, messages
+    return json.loads(logged[0].removeprefix(f"{tag} ")), messages
+
+
 @pytest.fixture(scope="module")
 def page(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("browser")
@@ -55,7 +67,7 @@ def test_page_renders_without_console_errors(page, tmp_path):
 
 def test_clicking_a_header_sorts_its_table(page, tmp_path):
     # a copy of the page with a script that clicks median_s and logs the column
-    probe = """<script>
+    probe = """
     var t = document.getElementById("best-0"), heads = t.tHead.rows[0].cells, col = -1;
     for (var i = 0; i < heads.length; i++) { if (heads[i].textContent === "median_s") col = i; }
     var column = function () {
@@ -67,13 +79,9 @@ def test_clicking_a_header_sorts_its_table(page, tmp_path):
     heads[col].click();
     var down = column();
     console.log("SORTCHECK " + JSON.stringify([up, down]));
-    </script></body>"""
-    copy = page.parent / "sortcheck.html"
-    copy.write_text(page.read_text().replace("</body>", probe))
-    messages = _chromium(copy, tmp_path, tmp_path / "sort.png")
-    logged = [m for m, _ in messages if m.startswith("SORTCHECK ")]
-    assert len(logged) == 1 and len(messages) == 1, messages
-    up, down = json.loads(logged[0].removeprefix("SORTCHECK "))
+    """
+    (up, down), messages = _probed(page, tmp_path, "SORTCHECK", probe)
+    assert len(messages) == 1, messages
     # cells read "900 µs", "1.062 ms": sorted by the time they show, not by the digits
     from convbench.report.units import parse
 
@@ -98,7 +106,7 @@ def _best_plan_seconds(run: Path) -> dict[int, float]:
 def test_headline_comes_first_and_holds_the_best_plan(page, tmp_path):
     from convbench.report import units
 
-    probe = """<script>
+    probe = """
     var first = document.querySelector("section");
     var cells = Array.prototype.map.call(
       document.querySelectorAll("#headline tr"),
@@ -108,13 +116,8 @@ def test_headline_comes_first_and_holds_the_best_plan(page, tmp_path):
     console.log("HEADCHECK " + JSON.stringify({first: first.id, rows: cells,
       last: document.querySelector("section:last-of-type").id,
       envShown: env.querySelector("details").open}));
-    </script></body>"""
-    copy = page.parent / "headcheck.html"
-    copy.write_text(page.read_text().replace("</body>", probe))
-    messages = _chromium(copy, tmp_path, tmp_path / "head.png")
-    logged = [m for m, _ in messages if m.startswith("HEADCHECK ")]
-    assert len(logged) == 1, messages
-    seen = json.loads(logged[0].removeprefix("HEADCHECK "))
+    """
+    seen, _ = _probed(page, tmp_path, "HEADCHECK", probe)
     assert seen["first"] == "headline" and seen["last"] == "environment"
     assert seen["envShown"] is False            # folded until clicked
     header, *rows = seen["rows"]
@@ -130,7 +133,7 @@ def test_no_table_scrolls_sideways_at_1400_px(page, tmp_path):
     """Runs side by side fit the 1400 px window: every table's block is as wide as its
     table, runs that do not fit in a row move below, headers and variant ids wrap; so
     neither the page nor any scroll box is wider than what it shows."""
-    probe = """<script>
+    probe = """
     var wide = [];
     document.querySelectorAll("div.scroll").forEach(function (box) {
       if (box.scrollWidth > box.clientWidth + 1) {
@@ -141,12 +144,7 @@ def test_no_table_scrolls_sideways_at_1400_px(page, tmp_path):
     console.log("WIDECHECK " + JSON.stringify({page: [doc.scrollWidth, doc.clientWidth],
                                                boxes: document.querySelectorAll(
                                                  "div.scroll").length, wide: wide}));
-    </script></body>"""
-    copy = page.parent / "widecheck.html"
-    copy.write_text(page.read_text().replace("</body>", probe))
-    messages = _chromium(copy, tmp_path, tmp_path / "wide.png")
-    logged = [m for m, _ in messages if m.startswith("WIDECHECK ")]
-    assert len(logged) == 1, messages
-    seen = json.loads(logged[0].removeprefix("WIDECHECK "))
+    """
+    seen, _ = _probed(page, tmp_path, "WIDECHECK", probe)
     assert seen["boxes"] > 10 and seen["wide"] == [], seen
     assert seen["page"][0] <= seen["page"][1], seen
