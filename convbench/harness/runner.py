@@ -248,16 +248,6 @@ class Runner:
             self.store.mark_counted([c.case_id for c in group])
 
 
-def cache_model_facts(name: str | None) -> dict[str, Any]:
-    """environment.json's ``cache_model``: the name, the geometry simulated, its sources."""
-    if not name:
-        return {"name": cache_models.HOST, "caption": cache_models.caption(None)}
-    model = cache_models.get(name)
-    return {"name": model.name, "title": model.title, "geometry": model.geometry(),
-            "ll_is": model.ll_is, "source": model.source,
-            "caption": cache_models.caption(model.name)}
-
-
 def compile_width(width: str, limits: dict[str, Any] | None, count_only: bool) -> str:
     """The width a case's code is compiled for: an explicit width as asked; ``auto`` the
     host's measured fastest (machine limits), or LLVM's default ("") without limits.
@@ -321,7 +311,7 @@ def run_suite(suite_path: str | Path, output: Path | None = None,
     limits = limits_for_run({c.threads for c in plan.cases}, measure_machine,
                             lambda line: None if quiet else print(line, file=sys.stderr))
     environment = sysinfo.collect(limits, options.cpus)
-    environment["cache_model"] = cache_model_facts(options.cache_model)
+    environment["cache_model"] = cache_models.facts(options.cache_model)
     if environment["busy_warning"]:
         warnings.warn(environment["busy_warning"], stacklevel=2)
     if applied is not None:

@@ -21,6 +21,7 @@ figure (for the entries below, nowhere: all their set counts are powers of two a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from convbench.errors import ConvbenchError
 
@@ -148,3 +149,12 @@ def caption(name: str | None) -> str:
     title = model.title if model else name
     return (f"a model of the data-cache traffic of this host's code under {title}'s caches "
             f"(not a measurement of that core)")
+
+
+def facts(name: str | None) -> dict[str, Any]:
+    """environment.json's ``cache_model``: the name, the geometry simulated, its sources."""
+    if not name:
+        return {"name": HOST, "caption": caption(None)}
+    model = get(name)
+    return {"name": model.name, "title": model.title, "geometry": model.geometry(),
+            "ll_is": model.ll_is, "source": model.source, "caption": caption(model.name)}
