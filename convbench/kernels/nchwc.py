@@ -311,8 +311,6 @@ def _io_layouts(layout: str, params: Mapping[str, ParamValue]) -> tuple[str, str
             layouts.blocked_name(int(params.get("oc_bn", DEFAULT_OC_BN))))
 
 
-
-
 def _factors(n: int, knob: str) -> list[int]:
     """The factors of ``n`` that the knob's :class:`Param` allows."""
     allowed = ALGORITHMS[0].param(knob).allowed
