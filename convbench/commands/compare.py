@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import click
 
 
@@ -43,6 +46,9 @@ def command(baseline: str, current: str, threshold: float | None, thresholds_fil
             junit: str | None) -> int:
     """Compare CURRENT with BASELINE (results directories or pyperf JSON files).
 
+    A farm run's directory (run --scheduler) is compared host by host: two farms pair
+    their hosts by name, a farm against one directory compares each host with it.
+
     Each variant is "slower", "faster" or "no significant change": a change counts when a
     Mann-Whitney U test and the bootstrap CI of the median ratio find it significant AND it
     is at least the threshold.  Exit 0: no regression; 1: regression; 2: usage or input
@@ -54,18 +60,35 @@ def command(baseline: str, current: str, threshold: float | None, thresholds_fil
     from convbench.compare.thresholds import Thresholds
     from convbench.errors import ConvbenchError
 
+    from convbench.farm.layout import pairs
+
     thresholds = Thresholds.load(thresholds_file, time=threshold,
                                  instructions=instruction_threshold)
-    comparison = compare_runs(baseline, current, thresholds=thresholds, alpha=alpha,
-                              instruction_column=instructions_column, use_reference=not raw)
-    if fail_on == "instructions" and comparison.instruction_column is None:
-        raise ConvbenchError("--fail-on instructions, but the runs do not both carry "
-                             "simulated instruction counts")
-    if confirm:
-        comparison = confirm_flagged(comparison)
     formatter = {"text": report.format_text, "md": report.format_markdown,
                  "json": report.format_json}[fmt]
-    click.echo(formatter(comparison, fail_on))
-    if junit:
-        report.write_junit(comparison, fail_on, junit)
-    return 1 if comparison.regressions(fail_on) else 0
+    # a farm directory is compared host by host (convbench.farm.layout.pairs)
+    hosts = pairs(Path(baseline), Path(current))
+    outputs, failed = {}, False
+    for host, base_path, cur_path in hosts:
+        comparison = compare_runs(base_path, cur_path, thresholds=thresholds, alpha=alpha,
+                                  instruction_column=instructions_column,
+                                  use_reference=not raw)
+        if fail_on == "instructions" and comparison.instruction_column is None:
+            raise ConvbenchError("--fail-on instructions, but the runs do not both carry "
+                                 "simulated instruction counts")
+        if confirm:
+            comparison = confirm_flagged(comparison)
+        outputs[host] = formatter(comparison, fail_on)
+        if junit:
+            report.write_junit(comparison, fail_on,
+                               junit if not host else f"{junit}.{host}.xml")
+        failed = failed or bool(comparison.regressions(fail_on))
+    if list(outputs) == [""]:
+        click.echo(outputs[""])
+    elif fmt == "json":
+        click.echo(json.dumps({h: json.loads(text) for h, text in outputs.items()},
+                              indent=2))
+    else:
+        for host, text in outputs.items():
+            click.echo(f"== host {host} ==\n{text}")
+    return 1 if failed else 0

@@ -36,16 +36,19 @@ def _unique(label: str, taken: Container[str]) -> str:
 def load_runs(paths: list[Path]) -> Loaded:
     """Load every directory (ResultsError says what is wrong); names are the directory
     names, made unique with a counter where two coincide.  A directory written by ``run
-    --network`` alone holds network.parquet and no sweep: it gives a network run only."""
+    --network`` alone holds network.parquet and no sweep: it gives a network run only.
+    A farm directory (``run --scheduler``) gives one run per host, ``<farm>/<host>``."""
     from convbench.report.network import read_network
     from convbench.results import documents
     from convbench.results.load import load_results, read_json
     from convbench.results.schema import ENVIRONMENT_JSON, MANIFEST
 
+    from convbench.farm.layout import expand
+
     loaded = Loaded([], {}, {})
     labels: set[str] = set()
-    for path in paths:
-        label = _unique(path.name, labels)
+    for name, path in expand(paths):   # a farm directory: its hosts, side by side
+        label = _unique(name, labels)
         labels.add(label)
         network = read_network(path, label)
         if network is not None:
