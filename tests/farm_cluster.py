@@ -31,6 +31,7 @@ class LoopbackCluster:
     def __init__(self, folder: Path):
         self.folder = folder
         self.workers: dict[str, subprocess.Popen] = {}
+        self.logs: dict[str, Path] = {}   # each worker's latest log
         address_file = folder / "scheduler.json"
         log = folder / "scheduler.log"
         self.scheduler = subprocess.Popen(
@@ -48,7 +49,13 @@ class LoopbackCluster:
              "--resources", "bench=1", "--name", name, "--no-nanny", "--no-dashboard"],
             cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log.open("wb"),
             stderr=subprocess.STDOUT)
-        _wait_for(lambda: "Registered to" in log.read_text(), f"worker {name}", log)
+        self.logs[name] = log
+
+    def wait_ready(self) -> None:
+        """Until every started worker has registered with the scheduler."""
+        for name, log in self.logs.items():
+            _wait_for(lambda log=log: "Registered to" in log.read_text(), f"worker {name}",
+                      log)
 
     def alive(self, name: str) -> bool:
         return self.workers[name].poll() is None

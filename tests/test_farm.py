@@ -1,7 +1,7 @@
 """The benchmark farm on a real loopback dask cluster (issue 20): `dask scheduler` and two
 `dask worker --resources bench=1` processes, `convbench run --scheduler` as a user runs it.
 
-Two layers of the smoke suite, direct convolution only (two worker groups, four cases),
+Two layers of the smoke suite, one direct convolution each (two worker groups, two cases),
 keep it short; the local run it is held against uses the same restriction.
 """
 
@@ -21,7 +21,8 @@ pytest.importorskip("distributed", reason="the farm needs dask.distributed "
 
 from tests.farm_cluster import LoopbackCluster  # noqa: E402
 
-ONLY = ("--only", "layer=conv1x1,algorithm=direct", "--only", "layer=dwconv3x3,algorithm=direct")
+ONLY = ("--only", "layer=conv1x1,variant=direct/nchw",
+        "--only", "layer=dwconv3x3,variant=direct/nchw")
 
 
 def _outcome(path: Path) -> dict[str, str]:
@@ -56,6 +57,7 @@ def cluster(tmp_path_factory):
         farm.start_worker("hostA")
         # two threads: only the bench resource keeps its tasks one at a time
         farm.start_worker("hostB", nthreads=2)
+        farm.wait_ready()
         yield farm
     finally:
         farm.close()
@@ -104,6 +106,7 @@ def test_a_killed_worker_costs_only_its_group(local, tmp_path):
     try:
         farm.start_worker("hostA", env=doomed)
         farm.start_worker("hostB")
+        farm.wait_ready()
         # --shard: the killed group is retried on hostB, nothing is lost
         rc, text = _run("--scheduler", farm.address, "--shard", "-o", tmp_path / "shard")
         assert rc == 0, text
@@ -116,6 +119,7 @@ def test_a_killed_worker_costs_only_its_group(local, tmp_path):
 
         # --every-host: hostA's groups are lost, hostB's run; --resume finishes hostA
         farm.start_worker("hostA", env=doomed)
+        farm.wait_ready()
         every = tmp_path / "every"
         rc, text = _run("--scheduler", farm.address, "--every-host", "--lost-after", "1",
                         "-o", every)
@@ -127,6 +131,7 @@ def test_a_killed_worker_costs_only_its_group(local, tmp_path):
         assert sorted(c for lost in meta["lost"] for c in lost["cases"]) == sorted(local)
         assert _outcome(every / "hosts" / "hostB") == local
         farm.start_worker("hostA")
+        farm.wait_ready()
         done = convbench_process("run", "--resume", every, "--scheduler", farm.address, "-q")
         assert done.returncode == 0, done.stdout + done.stderr
         assert _outcome(every / "hosts" / "hostA") == local
@@ -140,5 +145,5 @@ def test_farm_user_errors(cli, tmp_path):
     assert code == 2 and "--shard needs --scheduler" in err
     code, _, err = cli("run", "smoke", "--scheduler", "tcp://127.0.0.1:1")
     assert code == 2 and "--every-host" in err
-    code, _, err = cli("run", "smoke", "--scheduler", "tcp://127.0.0.1:1", "--shard")
+    code, _, err = cli("run", "smoke", "--scheduler", "nonsense://127.0.0.1:1", "--shard")
     assert code == 2 and "cannot connect" in err
