@@ -59,7 +59,6 @@ def command(baseline: str, current: str, threshold: float | None, thresholds_fil
     from convbench.compare.gate import compare_runs
     from convbench.compare.thresholds import Thresholds
     from convbench.errors import ConvbenchError
-
     from convbench.farm.layout import pairs
 
     thresholds = Thresholds.load(thresholds_file, time=threshold,

@@ -80,6 +80,9 @@ import click
               show_default=True,
               help="With --scheduler: seconds a host may stay disconnected before its "
                    "pending groups are recorded as lost (--resume runs them).")
+@click.option("--label", metavar="TEXT",
+              help="What `convbench history` calls this run [default: the git commit of "
+                   "the convbench checkout, when there is one].")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar (for CI).")
 def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry_run: bool,
             only: tuple[str, ...], exclude: tuple[str, ...], counters: str,
@@ -90,7 +93,7 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
             cache_modes: str | None, cold_bytes: int | None, cpus: str | None,
             records_path: Path | None, network_plan: Path | None,
             measure_machine: bool | None, scheduler: str | None, farm_mode: str | None,
-            lost_after: float, quiet: bool) -> int:
+            lost_after: float, label: str | None, quiet: bool) -> int:
     """Measure every variant of SUITE's sweep (a YAML path or a shipped suite's name).
 
     Each layer's variants are timed round-robin in a worker process together with an
@@ -156,7 +159,7 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
                                     cache=_word_list(cache_modes, "--cache", CACHE_MODES),
                                     cold_bytes=cold_bytes, cpus=_cpu_list(cpus),
                                     records=str(records_path.resolve()) if records_path
-                                    else None, cache_model=cache_model)
+                                    else None, cache_model=cache_model, label=label)
         run_options.check_overrides(options)   # before a results directory exists
         run_options.check_cache_model(options)
         if dry_run:

@@ -38,12 +38,11 @@ def load_runs(paths: list[Path]) -> Loaded:
     names, made unique with a counter where two coincide.  A directory written by ``run
     --network`` alone holds network.parquet and no sweep: it gives a network run only.
     A farm directory (``run --scheduler``) gives one run per host, ``<farm>/<host>``."""
+    from convbench.farm.layout import expand
     from convbench.report.network import read_network
     from convbench.results import documents
     from convbench.results.load import load_results, read_json
     from convbench.results.schema import ENVIRONMENT_JSON, MANIFEST
-
-    from convbench.farm.layout import expand
 
     loaded = Loaded([], {}, {})
     labels: set[str] = set()
