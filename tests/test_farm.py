@@ -7,6 +7,7 @@ keep it short; the local run it is held against uses the same restriction.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from tests.conftest import convbench_process
 pytest.importorskip("distributed", reason="the farm needs dask.distributed "
                                           "(pip install 'convbench[farm]')")
 
-from tests.farm_cluster import LoopbackCluster  # noqa: E402
+from tests.farm_cluster import LoopbackCluster
 
 ONLY = ("--only", "layer=conv1x1,variant=direct/nchw",
         "--only", "layer=dwconv3x3,variant=direct/nchw")
@@ -70,7 +71,7 @@ def _assert_one_task_at_a_time(path: Path) -> None:
             (task["started"], task["ended"]))
     for spans in by_worker.values():
         spans.sort()
-        for (_, end), (start, _) in zip(spans, spans[1:]):
+        for (_, end), (start, _) in itertools.pairwise(spans):
             assert start >= end, spans
 
 

@@ -17,8 +17,11 @@ def _threshold(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 @click.command("compare")
-@click.argument("baseline", type=click.Path())
-@click.argument("current", type=click.Path())
+@click.argument("runs", nargs=-1, metavar="[BASELINE] CURRENT")
+@click.option("--baseline", "baseline_option", metavar="DIR|FILE|history:ROOT",
+              help="The baseline, given as an option instead of the first argument. "
+                   "history:ROOT gates against the last stable level of CURRENT's host in "
+                   "the runs under ROOT (see convbench history).")
 @click.option("--threshold", callback=_threshold,
               help="Minimum timing change that counts, e.g. 0.05 or 5%  [default: 5%]")
 @click.option("--thresholds", "thresholds_file", type=click.Path(),
@@ -40,13 +43,16 @@ def _threshold(ctx: click.Context, param: click.Parameter, value: str | None) ->
 @click.option("--format", "fmt", type=click.Choice(["text", "md", "json"]), default="text",
               show_default=True, help="Output on stdout.")
 @click.option("--junit", type=click.Path(), help="Also write JUnit XML to this file.")
-def command(baseline: str, current: str, threshold: float | None, thresholds_file: str | None,
+def command(runs: tuple[str, ...], baseline_option: str | None, threshold: float | None,
+            thresholds_file: str | None,
             instruction_threshold: float | None, alpha: float, fail_on: str,
             instructions_column: str | None, raw: bool, confirm: bool, fmt: str,
             junit: str | None) -> int:
     """Compare CURRENT with BASELINE (results directories or pyperf JSON files).
 
-    A farm run's directory (run --scheduler) is compared host by host: two farms pair
+    BASELINE history:ROOT is the last stable level of CURRENT's host in the runs under
+    ROOT (convbench history).  A farm run's directory (run --scheduler) is compared host
+    by host: two farms pair
     their hosts by name, a farm against one directory compares each host with it.
 
     Each variant is "slower", "faster" or "no significant change": a change counts when a
@@ -61,12 +67,15 @@ def command(baseline: str, current: str, threshold: float | None, thresholds_fil
     from convbench.errors import ConvbenchError
     from convbench.farm.layout import pairs
 
+    if len(runs) != (1 if baseline_option else 2):
+        raise ConvbenchError("give BASELINE and CURRENT, or --baseline BASELINE and CURRENT")
+    baseline, current = (baseline_option, runs[0]) if baseline_option else runs
     thresholds = Thresholds.load(thresholds_file, time=threshold,
                                  instructions=instruction_threshold)
     formatter = {"text": report.format_text, "md": report.format_markdown,
                  "json": report.format_json}[fmt]
     # a farm directory is compared host by host (convbench.farm.layout.pairs)
-    hosts = pairs(Path(baseline), Path(current))
+    hosts = pairs(baseline, Path(current))
     outputs, failed = {}, False
     for host, base_path, cur_path in hosts:
         comparison = compare_runs(base_path, cur_path, thresholds=thresholds, alpha=alpha,

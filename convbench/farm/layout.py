@@ -89,16 +89,16 @@ def expand(paths: list[Path]) -> list[tuple[str, Path]]:
     return out
 
 
-def pairs(baseline: Path, current: Path) -> list[tuple[str, Path, Path]]:
+def pairs(baseline: str | Path, current: Path) -> list[tuple[str, str | Path, Path]]:
     """What ``compare`` gates when a side is a farm: (host, baseline, current) per host.
 
     Two farms pair their hosts by name (a host on one side only is refused); a farm
     against one results directory compares that directory with each host.  Neither a
     farm: the one pair, labelled ""."""
-    base_hosts = host_dirs(baseline) if is_farm(baseline) else None
+    base_hosts = host_dirs(Path(baseline)) if is_farm(Path(baseline)) else None
     cur_hosts = host_dirs(current) if is_farm(current) else None
     if base_hosts is None and cur_hosts is None:
-        return [("", Path(baseline), Path(current))]
+        return [("", baseline, Path(current))]   # history:ROOT stays a string
     if base_hosts is not None and cur_hosts is not None:
         odd = sorted(set(base_hosts) ^ set(cur_hosts))
         if odd:
@@ -109,4 +109,4 @@ def pairs(baseline: Path, current: Path) -> list[tuple[str, Path, Path]]:
     if base_hosts is not None:
         return [(h, p, Path(current)) for h, p in base_hosts.items()]
     assert cur_hosts is not None
-    return [(h, Path(baseline), p) for h, p in cur_hosts.items()]
+    return [(h, baseline, p) for h, p in cur_hosts.items()]

@@ -46,14 +46,13 @@ def history_side(root: Path, current: Any, instruction_column: str | None) -> Si
     side = results_side(latest, instruction_column)
     values: dict[int, dict[str, Any]] = {}
     samples = dict(side.samples)
-    for key, run_numbers in trends.stable_runs(mine).items():
-        _, cache, layer, variant, threads, width, _ = key
-        sample_key = (layer, variant, threads, width, cache)
-        if sample_key not in samples or not samples[sample_key].ok:
+    by_case = {s.case_id: k for k, s in samples.items() if s.ok}
+    for (_, rows), run_numbers in zip(trends.series(mine),
+                                      trends.stable_runs(mine).values(), strict=True):
+        sample_key = by_case.get(rows["case_id"].iloc[-1])
+        if sample_key is None:
             continue
-        rows = mine[(mine["layer"] == layer) & (mine["variant"] == variant)
-                    & (mine["threads"] == threads) & (mine["vector_width"] == width)
-                    & (mine["cache"] == cache) & mine["run"].isin(run_numbers)]
+        rows = rows[rows["run"].isin(run_numbers)]
         raw, ratio, process = [], [], []
         for run, case_id in zip(rows["run"], rows["case_id"], strict=True):
             if run not in values:
