@@ -121,3 +121,12 @@ def test_history_user_errors(tmp_path, cli):
     assert code == 2 and "no complete results directory" in err
     code, _, err = cli("compare", "--baseline", f"history:{tmp_path}", "a", "b")
     assert code == 2 and "--baseline BASELINE and CURRENT" in err
+
+
+def test_report_has_a_trend_section(tmp_path, cli):
+    root = _history(tmp_path / "history", step=1.10)
+    code, out, _ = cli("report", root / "z00", "--history", root, "-o", tmp_path / "report")
+    assert code == 0, out
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert '<section id="trends"><h2>Trends</h2>' in page
+    assert "20 runs, 6 series, 1 step(s)" in page and 'id="fig-trends"' in page
