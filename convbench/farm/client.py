@@ -126,8 +126,13 @@ class FarmRun:
                 finished = set()
             for future in finished:
                 self.settle(future, self.pending.pop(future))
+            events = self.events()
             self.watch_hosts()
-            layout.write(self.path, self.meta)
+            if finished or self.events() != events:   # farm.json holds every planned id:
+                layout.write(self.path, self.meta)    # written when something happened
+
+    def events(self) -> int:
+        return len(self.meta["tasks"]) + len(self.meta["lost"]) + len(self.meta["departed"])
 
     def settle(self, future: Any, job: Pending) -> None:
         if future.status == "finished":
