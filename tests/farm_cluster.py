@@ -61,12 +61,8 @@ class LoopbackCluster:
         return self.workers[name].poll() is None
 
     def close(self) -> None:
+        # SIGKILL: a worker's graceful close waits for its scheduler, ~10 s here
         for proc in [*self.workers.values(), self.scheduler]:
             if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in [*self.workers.values(), self.scheduler]:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                proc.send_signal(signal.SIGKILL)
+            proc.wait()
