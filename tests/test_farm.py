@@ -8,14 +8,16 @@ keep it short; the local run it is held against uses the same restriction.
 from __future__ import annotations
 
 import itertools
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from convbench.farm import layout
 from convbench.harness.runner import KILL_AFTER_ENV
+from convbench.history.runs import find_runs
 from convbench.results import store
-from tests.conftest import convbench_process
+from tests.conftest import ROOT, convbench_process
 
 pytest.importorskip("distributed", reason="the farm needs dask.distributed "
                                           "(pip install 'convbench[farm]')")
@@ -77,13 +79,19 @@ def _assert_one_task_at_a_time(path: Path) -> None:
 
 def test_shard_and_every_host_give_the_rows_of_a_local_run(cluster, local, tmp_path, cli):
     shard, every = tmp_path / "shard", tmp_path / "every"
-    rc, text = _run("--scheduler", cluster.address, "--shard", "-o", shard)
+    rc, text = _run("--scheduler", cluster.address, "--shard", "--label", "nightly-1",
+                    "-o", shard)
     assert rc == 0, text
     assert _farm_outcome(shard) == local
     assert layout.read(shard)["status"] == "complete"
+    # convbench history reads a farm's hosts: labelled by --label, else the git commit
+    assert {r.label for r in find_runs(shard)} == {"nightly-1"}
     rc, text = _run("--scheduler", cluster.address, "--every-host", "-o", every)
     assert rc == 0, text
     assert sorted(layout.host_dirs(every)) == ["hostA", "hostB"]
+    commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    assert {r.label for r in find_runs(every)} == {commit or "hostA", commit or "hostB"}
     for host in layout.host_dirs(every).values():
         assert _outcome(host) == local
         assert store.load(host).environment["farm_host"] == host.name

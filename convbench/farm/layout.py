@@ -6,8 +6,9 @@
                        status ("running" | "complete" | "incomplete" | "interrupted"),
                        planned case ids, hosts (every-host: the hosts that run the whole
                        plan), the run options, every finished task (host, dask worker,
-                       group, cases, wall-clock start and end), lost groups with the reason,
-                       and the workers that left the scheduler during the run
+                       group, cases, wall-clock start and end), lost groups (host, group,
+                       cases, reason; --resume runs them), and the workers that left the
+                       scheduler during the run (departed: host, UTC time)
     suite.yaml         a copy of the suite
     hosts/<host>/      a results directory (convbench.results.schema) of the cases that host
                        ran: every-host, the whole plan; shard, the groups it was given
