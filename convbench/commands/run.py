@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from convbench.farm.client import FarmRun
 
 
 @click.command("run")
@@ -202,7 +206,7 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
     return 1 if any(Status.of(r["status"]).broken for r in outcome.rows) else 0
 
 
-def _finish_farm(farm) -> int:
+def _finish_farm(farm: FarmRun) -> int:
     """Run a started or reopened farm to its end; each host's summary, then the farm's."""
     from convbench.farm import client as farm_client
     from convbench.farm import layout

@@ -14,6 +14,7 @@ or raised), or when no host that may run it has been connected for ``lost_after_
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 import uuid
@@ -261,7 +262,11 @@ def reopen(path: Path, scheduler: str, quiet: bool = False,
 
 def execute(farm: FarmRun) -> bool:
     """Send every group not done yet, collect until none is pending; True when the run
-    was interrupted (Ctrl-C)."""
+    was interrupted (Ctrl-C or SIGTERM, as a local run)."""
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
     try:
         workers = bench_workers(farm.client)
         if farm.shard:
@@ -283,6 +288,7 @@ def execute(farm: FarmRun) -> bool:
         farm.meta["status"] = "interrupted"
         return True
     finally:
+        signal.signal(signal.SIGTERM, previous)
         interrupted = farm.meta["status"] == "interrupted"
         if not interrupted:
             farm.meta["status"] = "complete" if farm.whole() else "incomplete"
