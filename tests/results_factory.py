@@ -17,11 +17,13 @@ from convbench.results import record, schema
 
 def write_results(directory: Path, cases: list[dict], *, n_values: int = 10, seed: int = 0,
                   host: str = "testhost", status: str = "complete",
-                  machine: dict | None = None) -> Path:
+                  machine: dict | None = None, created: str = "2026-11-23T00:00:00Z",
+                  label: str | None = None) -> Path:
     """Write a results directory; each case gives layer, algorithm, layout, median (s) and
     optionally threads, vector_width, params, spread (relative), flops, status, reason,
     layer_count and extra columns.  Statistics and derived figures (GFLOP/s, peak share
-    against ``machine``'s limits) come from the record builder a real run uses."""
+    against ``machine``'s limits) come from the record builder a real run uses.  ``created``
+    and ``label`` are the manifest's (run order and name in ``convbench history``)."""
     import pandas as pd
 
     rng = np.random.default_rng(seed)
@@ -73,7 +75,8 @@ def write_results(directory: Path, cases: list[dict], *, n_values: int = 10, see
         directory / schema.VALUES_PARQUET)
     (directory / schema.MANIFEST).write_text(json.dumps({
         "format_version": schema.FORMAT_VERSION, "suite": "test", "status": status,
-        "created": "2026-11-23T00:00:00Z", "planned": [r["case_id"] for r in rows]}))
+        "created": created, "planned": [r["case_id"] for r in rows],
+        "options": {"label": label} if label else {}}))
     environment = {"host": host, "cpu_model": "Test CPU", "cores": 2}
     if machine is not None:
         environment["machine"] = machine

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import click
 
 
@@ -14,8 +17,11 @@ def _threshold(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 @click.command("compare")
-@click.argument("baseline", type=click.Path())
-@click.argument("current", type=click.Path())
+@click.argument("runs", nargs=-1, metavar="[BASELINE] CURRENT")
+@click.option("--baseline", "baseline_option", metavar="DIR|FILE|history:ROOT",
+              help="The baseline, given as an option instead of the first argument. "
+                   "history:ROOT gates against the last stable level of CURRENT's host in "
+                   "the runs under ROOT (see convbench history).")
 @click.option("--threshold", callback=_threshold,
               help="Minimum timing change that counts, e.g. 0.05 or 5%  [default: 5%]")
 @click.option("--thresholds", "thresholds_file", type=click.Path(),
@@ -37,11 +43,17 @@ def _threshold(ctx: click.Context, param: click.Parameter, value: str | None) ->
 @click.option("--format", "fmt", type=click.Choice(["text", "md", "json"]), default="text",
               show_default=True, help="Output on stdout.")
 @click.option("--junit", type=click.Path(), help="Also write JUnit XML to this file.")
-def command(baseline: str, current: str, threshold: float | None, thresholds_file: str | None,
+def command(runs: tuple[str, ...], baseline_option: str | None, threshold: float | None,
+            thresholds_file: str | None,
             instruction_threshold: float | None, alpha: float, fail_on: str,
             instructions_column: str | None, raw: bool, confirm: bool, fmt: str,
             junit: str | None) -> int:
     """Compare CURRENT with BASELINE (results directories or pyperf JSON files).
+
+    BASELINE history:ROOT is the last stable level of CURRENT's host in the runs under
+    ROOT (convbench history).  A farm run's directory (run --scheduler) is compared host
+    by host: two farms pair
+    their hosts by name, a farm against one directory compares each host with it.
 
     Each variant is "slower", "faster" or "no significant change": a change counts when a
     Mann-Whitney U test and the bootstrap CI of the median ratio find it significant AND it
@@ -53,19 +65,38 @@ def command(baseline: str, current: str, threshold: float | None, thresholds_fil
     from convbench.compare.gate import compare_runs
     from convbench.compare.thresholds import Thresholds
     from convbench.errors import ConvbenchError
+    from convbench.farm.layout import pairs
 
+    if len(runs) != (1 if baseline_option else 2):
+        raise ConvbenchError("give BASELINE and CURRENT, or --baseline BASELINE and CURRENT")
+    baseline, current = (baseline_option, runs[0]) if baseline_option else runs
     thresholds = Thresholds.load(thresholds_file, time=threshold,
                                  instructions=instruction_threshold)
-    comparison = compare_runs(baseline, current, thresholds=thresholds, alpha=alpha,
-                              instruction_column=instructions_column, use_reference=not raw)
-    if fail_on == "instructions" and comparison.instruction_column is None:
-        raise ConvbenchError("--fail-on instructions, but the runs do not both carry "
-                             "simulated instruction counts")
-    if confirm:
-        comparison = confirm_flagged(comparison)
     formatter = {"text": report.format_text, "md": report.format_markdown,
                  "json": report.format_json}[fmt]
-    click.echo(formatter(comparison, fail_on))
-    if junit:
-        report.write_junit(comparison, fail_on, junit)
-    return 1 if comparison.regressions(fail_on) else 0
+    # a farm directory is compared host by host (convbench.farm.layout.pairs)
+    hosts = pairs(baseline, Path(current))
+    outputs, failed = {}, False
+    for host, base_path, cur_path in hosts:
+        comparison = compare_runs(base_path, cur_path, thresholds=thresholds, alpha=alpha,
+                                  instruction_column=instructions_column,
+                                  use_reference=not raw)
+        if fail_on == "instructions" and comparison.instruction_column is None:
+            raise ConvbenchError("--fail-on instructions, but the runs do not both carry "
+                                 "simulated instruction counts")
+        if confirm:
+            comparison = confirm_flagged(comparison)
+        outputs[host] = formatter(comparison, fail_on)
+        if junit:
+            report.write_junit(comparison, fail_on,
+                               junit if not host else f"{junit}.{host}.xml")
+        failed = failed or bool(comparison.regressions(fail_on))
+    if list(outputs) == [""]:
+        click.echo(outputs[""])
+    elif fmt == "json":
+        click.echo(json.dumps({h: json.loads(text) for h, text in outputs.items()},
+                              indent=2))
+    else:
+        for host, text in outputs.items():
+            click.echo(f"== host {host} ==\n{text}")
+    return 1 if failed else 0

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from convbench.farm.client import FarmRun
 
 
 @click.command("run")
@@ -65,6 +69,24 @@ import click
               help="On a host without stored machine limits (convbench machine), measure "
                    "them quickly (~20 s) before the run [default: yes, unless "
                    "CONVBENCH_MEASURE_MACHINE=0].")
+@click.option("--scheduler", metavar="tcp://HOST:PORT",
+              help="Run on a dask.distributed farm (pip install 'convbench[farm]'): each "
+                   "worker group is one task on a worker started as `dask worker ADDR "
+                   "--nthreads 1 --resources bench=1 --name $(hostname)`; one results "
+                   "directory per host under DIR/hosts/.  Needs --every-host or --shard "
+                   "(with --resume DIR: the scheduler to finish it on).")
+@click.option("--every-host", "farm_mode", flag_value="every-host",
+              help="With --scheduler: the whole plan on every connected host (compare "
+                   "machines).")
+@click.option("--shard", "farm_mode", flag_value="shard",
+              help="With --scheduler: the plan's groups spread over identical hosts.")
+@click.option("--lost-after", type=click.FloatRange(min=0), default=60.0,
+              show_default=True,
+              help="With --scheduler: seconds a host may stay disconnected before its "
+                   "pending groups are recorded as lost (--resume runs them).")
+@click.option("--label", metavar="TEXT",
+              help="What `convbench history` calls this run [default: the git commit of "
+                   "the convbench checkout, when there is one].")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar (for CI).")
 def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry_run: bool,
             only: tuple[str, ...], exclude: tuple[str, ...], counters: str,
@@ -74,7 +96,8 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
             vector_widths: str | None,
             cache_modes: str | None, cold_bytes: int | None, cpus: str | None,
             records_path: Path | None, network_plan: Path | None,
-            measure_machine: bool | None, quiet: bool) -> int:
+            measure_machine: bool | None, scheduler: str | None, farm_mode: str | None,
+            lost_after: float, label: str | None, quiet: bool) -> int:
     """Measure every variant of SUITE's sweep (a YAML path or a shipped suite's name).
 
     Each layer's variants are timed round-robin in a worker process together with an
@@ -102,7 +125,24 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
                             cold_bytes, {"min_time": min_time, "values": n_values,
                                          "warmups": warmups, "timeout": timeout,
                                          "processes": n_processes})
+    if scheduler is not None or farm_mode is not None:
+        if network_plan is not None or dry_run:
+            raise ConvbenchError("--scheduler runs a sweep: not with --network or --dry-run")
+        if scheduler is None:
+            raise ConvbenchError(f"--{farm_mode} needs --scheduler tcp://HOST:PORT")
+    if resume_dir is not None and scheduler is not None:
+        if suite or output or farm_mode:
+            raise ConvbenchError("--resume DIR --scheduler ADDR takes the farm directory "
+                                 "alone (no SUITE, -o, --every-host, --shard)")
+        from convbench.farm import client as farm_client
+
+        return _finish_farm(farm_client.reopen(resume_dir, scheduler, quiet, lost_after))
     if resume_dir is not None:
+        from convbench.farm.layout import is_farm
+
+        if is_farm(resume_dir):
+            raise ConvbenchError(f"{resume_dir} is a farm run: resume it with --scheduler "
+                                 "tcp://HOST:PORT")
         if suite or output or cpus or records_path or cache_model:
             raise ConvbenchError("--resume takes the results directory alone (no SUITE, -o, "
                                  "--cpus, --records, --cache-model: it reuses the run's)")
@@ -123,7 +163,7 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
                                     cache=_word_list(cache_modes, "--cache", CACHE_MODES),
                                     cold_bytes=cold_bytes, cpus=_cpu_list(cpus),
                                     records=str(records_path.resolve()) if records_path
-                                    else None, cache_model=cache_model)
+                                    else None, cache_model=cache_model, label=label)
         run_options.check_overrides(options)   # before a results directory exists
         run_options.check_cache_model(options)
         if dry_run:
@@ -145,6 +185,15 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
                        f"worker start allowances; kernels slower than min_time take longer)")
             return 0
         run_options.check_counters_available(counters)
+        if scheduler is not None:
+            if farm_mode is None:
+                raise ConvbenchError("--scheduler needs --every-host (the whole plan on "
+                                     "each host) or --shard (groups spread over the hosts)")
+            from convbench.farm import client as farm_client
+
+            return _finish_farm(farm_client.start(suite, output, options, scheduler,
+                                                  farm_mode, quiet, measure_machine,
+                                                  lost_after))
         outcome = runner.run_suite(suite, output, options, quiet, measure_machine)
     from convbench.report.summary import run_summary
     from convbench.results.store import to_frame
@@ -155,6 +204,31 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
         click.echo(f"interrupted; finish with: convbench run --resume {outcome.path}", err=True)
         return 130
     return 1 if any(Status.of(r["status"]).broken for r in outcome.rows) else 0
+
+
+def _finish_farm(farm: FarmRun) -> int:
+    """Run a started or reopened farm to its end; each host's summary, then the farm's."""
+    from convbench.farm import client as farm_client
+    from convbench.farm import layout
+    from convbench.report.summary import run_summary
+    from convbench.results.store import load
+    from convbench.status import Status
+
+    interrupted = farm_client.execute(farm)
+    broken = False
+    for name, host in layout.host_dirs(farm.path).items():
+        table = load(host).table
+        broken = broken or any(Status.of(s).broken for s in table["status"])
+        click.echo(f"== {name} ==")
+        click.echo(run_summary(table, host))
+    lost = farm.meta["lost"]
+    click.echo(f"farm: {farm.meta['mode']}, {len(farm.meta['tasks'])} groups run, "
+               f"{len(lost)} lost; results: {farm.path}")
+    if interrupted or lost or farm.meta["status"] != "complete":
+        click.echo(f"finish with: convbench run --resume {farm.path} --scheduler "
+                   f"{farm.meta['scheduler']}", err=True)
+        return 130 if interrupted else 1
+    return 1 if broken else 0
 
 
 def _run_network(plan_path: Path, output: Path | None, threads: str | None,

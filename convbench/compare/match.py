@@ -33,6 +33,8 @@ INSTRUCTION_COLUMNS = (INSTRUCTION_COLUMN, "sim_instructions", "ctr_Ir", "ctr_in
 # anything that looks like a version.  Everything else (load, time, clock) may differ.
 HOST_KEYS = ("host", "hostname", "cpu", "cpu_model", "cpu_model_name", "cores", "machine",
              "arch", "platform", "kernel")
+# compare's BASELINE may name a history root: its last stable level is the baseline
+HISTORY_PREFIX = "history:"
 PYPERF_HOST_KEYS = ("hostname", "cpu_model_name", "cpu_count", "platform", "python_version",
                     "python_implementation", "perf_version")
 
@@ -133,7 +135,7 @@ def pick_instruction_column(base_columns: Any, cur_columns: Any,
     return None
 
 
-def _results_side(run: Any, instruction_column: str | None) -> Side:
+def results_side(run: Any, instruction_column: str | None) -> Side:
     """A side from a loaded :class:`convbench.results.load.Results`."""
     path, table, values = run.path, run.table, run.values
     by_case = {cid: group for cid, group in values.groupby("case_id", sort=False)}
@@ -207,7 +209,19 @@ def _kind(path: Path) -> str:
 
 def load_pair(baseline: str | Path, current: str | Path,
               instruction_column: str | None = None) -> tuple[Side, Side]:
-    """Load both sides; they must be of the same kind (two results dirs or two pyperf files)."""
+    """Load both sides; they must be of the same kind (two results dirs or two pyperf files).
+    A baseline ``history:ROOT`` is the last stable level of the current run's host in the
+    runs under ROOT (:mod:`convbench.history.baseline`)."""
+    if str(baseline).startswith(HISTORY_PREFIX):
+        from convbench.history.baseline import history_side
+        from convbench.results.load import load_results
+
+        if _kind(Path(current)) != "results":
+            raise ConvbenchError(f"{current}: a history baseline gates a results directory")
+        cur_run = load_results(current)
+        column = instruction_column if instruction_column in cur_run.table.columns else None
+        return (history_side(Path(str(baseline)[len(HISTORY_PREFIX):]), cur_run, column),
+                results_side(cur_run, column))
     base_path, cur_path = Path(baseline), Path(current)
     kinds = _kind(base_path), _kind(cur_path)
     if kinds[0] != kinds[1]:
@@ -223,7 +237,7 @@ def load_pair(baseline: str | Path, current: str | Path,
     if instruction_column and column is None:
         raise ConvbenchError(f"instruction column {instruction_column!r} is not in both "
                              f"{base_path} and {cur_path}")
-    return _results_side(base_run, column), _results_side(cur_run, column)
+    return results_side(base_run, column), results_side(cur_run, column)
 
 
 def environment_warnings(base: Side, cur: Side) -> list[str]:

@@ -37,6 +37,8 @@ class RunOptions:
     # a named core's cache geometry for --counters sim (harness.counters.cache_models);
     # None: the host's own
     cache_model: str | None = None
+    # what ``convbench history`` calls the run (default: the checkout's git commit)
+    label: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -50,7 +52,7 @@ class RunOptions:
                    vector_widths=tuple(data.get("vector_widths", ())),
                    cache=tuple(data.get("cache", ())), cold_bytes=data.get("cold_bytes"),
                    cpus=tuple(data.get("cpus", ())), records=data.get("records"),
-                   cache_model=data.get("cache_model"))
+                   cache_model=data.get("cache_model"), label=data.get("label"))
 
 
 def check_counters_available(kind: str) -> None:

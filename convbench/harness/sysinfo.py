@@ -110,6 +110,21 @@ def _versions() -> dict[str, str]:
     return versions
 
 
+def checkout_commit() -> str | None:
+    """The git commit of the checkout convbench runs from (the code under test), or None
+    (an installed wheel, no git): ``convbench history`` labels runs with it."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "rev-parse",
+                               "--short=12", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and commit else None
+
+
 def collect(machine: dict[str, Any] | None = None, cpus: Sequence[int] = ()
             ) -> dict[str, Any]:
     """environment.json at the start of a run (``load_before`` included): ``machine``, the
@@ -125,7 +140,7 @@ def collect(machine: dict[str, Any] | None = None, cpus: Sequence[int] = ()
             "governor": host.governor() or UNKNOWN, "libraries": _versions(), **_perf(),
             "machine": machine, "load_before": load_snapshot(),
             "system": system.to_json(checks), "busy_warning": system.busy_warning(checks),
-            "workers": {}}
+            "git_commit": checkout_commit(), "workers": {}}
 
 
 def finish(environment: dict[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,9 @@ def _unique(label: str, taken: Container[str]) -> str:
 def load_runs(paths: list[Path]) -> Loaded:
     """Load every directory (ResultsError says what is wrong); names are the directory
     names, made unique with a counter where two coincide.  A directory written by ``run
-    --network`` alone holds network.parquet and no sweep: it gives a network run only."""
+    --network`` alone holds network.parquet and no sweep: it gives a network run only.
+    A farm directory (``run --scheduler``) gives one run per host, ``<farm>/<host>``."""
+    from convbench.farm.layout import expand
     from convbench.report.network import read_network
     from convbench.results import documents
     from convbench.results.load import load_results, read_json
@@ -44,8 +46,8 @@ def load_runs(paths: list[Path]) -> Loaded:
 
     loaded = Loaded([], {}, {})
     labels: set[str] = set()
-    for path in paths:
-        label = _unique(path.name, labels)
+    for name, path in expand(paths):   # a farm directory: its hosts, side by side
+        label = _unique(name, labels)
         labels.add(label)
         network = read_network(path, label)
         if network is not None:
@@ -73,9 +75,11 @@ def default_output(paths: list[Path]) -> Path:
     return Path("reports") / "_vs_".join(Path(p).resolve().name for p in paths)
 
 
-def build_report(paths: list[Path], output: Path | None = None, fmt: str = "html") -> Path:
+def build_report(paths: list[Path], output: Path | None = None, fmt: str = "html",
+                 history: Path | None = None) -> Path:
     """Write the report into ``output`` (default reports/<run names>/) and return the main
-    file: index.html, report.md, or the directory of CSV files."""
+    file: index.html, report.md, or the directory of CSV files.  With ``history``, a trend
+    section over the runs under that root (:mod:`convbench.report.trends`)."""
     if fmt not in FORMATS:
         raise ConvbenchError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
     if not paths:
@@ -86,15 +90,24 @@ def build_report(paths: list[Path], output: Path | None = None, fmt: str = "html
     sections = {name: {s.key: s.build(runs.tables[name]) for s in PER_RUN}
                 for name in runs.names}
     joined = aggregate.join_runs(runs.tables) if len(runs.names) > 1 else None
+    trends = None
+    if history is not None:
+        from convbench.report import trends as trend_section
+
+        trends = trend_section.build(history, out)
     if fmt == "csv":
+        if trends is not None:
+            from convbench.report.text import write_csv
+
+            write_csv(trends.table(), out / "trend_steps.csv")
         return _write_csv(runs, sections, joined, out)
     from convbench.report.figures import all_figures, network_passes
 
     figures = all_figures(runs.tables, runs.environments, out) if runs.names else []
     figures += network_passes(runs.networks, out)
     if fmt == "md":
-        return _write_markdown(runs, sections, joined, figures, out)
-    return _write_html(runs, sections, joined, figures, out)
+        return _write_markdown(runs, sections, joined, figures, out, trends)
+    return _write_html(runs, sections, joined, figures, out, trends)
 
 
 def _title(runs: Loaded) -> str:
@@ -154,13 +167,14 @@ LEAD, DETAIL = ("versus", "plan", "network", "best"), ("sensitivity", "scaling",
 
 
 NETWORK_TITLE = "Network pass"
+TRENDS_TITLE = "Trends"
 
 
 def _section(key: str):
     return next(s for s in PER_RUN if s.key == key)
 
 
-def _write_markdown(runs: Loaded, sections, joined, figures, out: Path) -> Path:
+def _write_markdown(runs: Loaded, sections, joined, figures, out: Path, trends=None) -> Path:
     from convbench.report.headline import ABOUT
     from convbench.report.network import PASSES_ABOUT, TRANSFORMS_ABOUT
     from convbench.report.text import markdown_table
@@ -188,6 +202,10 @@ def _write_markdown(runs: Loaded, sections, joined, figures, out: Path) -> Path:
         lines += [f"## {section.title}", "", section.about, ""]
         for name in runs.names:
             lines += [f"### {markdown(name)}", "", markdown_table(sections[name][key])]
+    if trends is not None:
+        lines += [f"## {TRENDS_TITLE}", "", trends.about, "", markdown_table(trends.table())]
+        if trends.figure is not None:
+            lines += [f"![{trends.figure.title}]({trends.figure.path.name})", ""]
     envs = _environments(runs)
     keys = list(dict.fromkeys(k for env in envs.values() for k in env))
     lines += ["## Environment", "", markdown_table(pd.DataFrame(
@@ -197,7 +215,7 @@ def _write_markdown(runs: Loaded, sections, joined, figures, out: Path) -> Path:
     return path
 
 
-def _write_html(runs: Loaded, sections, joined, figures, out: Path) -> Path:
+def _write_html(runs: Loaded, sections, joined, figures, out: Path, trends=None) -> Path:
     from convbench.report import html as h
     from convbench.report.figures import NETWORK_FIGURE, network_figure_stem
     from convbench.report.headline import ABOUT
@@ -235,6 +253,10 @@ def _write_html(runs: Loaded, sections, joined, figures, out: Path) -> Path:
     if figures:
         parts.append(("figures", "Figures", "".join(h.figure_html(f) for f in figures)))
     parts += [(key, _section(key).title, per_run(key)) for key in DETAIL if sweep]
+    if trends is not None:
+        parts.append(("trends", TRENDS_TITLE, h.paragraph(trends.about)
+                      + h.table_html(trends.table(), "trend-steps")
+                      + (h.figure_html(trends.figure) if trends.figure else "")))
     parts.append(("environment", "Environment", h.folded(
         f"Host, libraries and machine limits of {len(runs.names)} run(s): click to show "
         "(keys whose values differ between runs are highlighted)",

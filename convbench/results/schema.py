@@ -13,7 +13,10 @@ directory holds::
                        limits (peak GFLOP/s, bandwidth) when known, perf availability, load,
                        the host checks of ``convbench system`` ("system") and the busy
                        warning the run printed ("busy_warning", null when none), each
-                       worker's settings ("workers": threads, pinned "cpus", ...)
+                       worker's settings ("workers": threads, pinned "cpus", ...), the git
+                       commit of the convbench checkout that ran ("git_commit", null
+                       without one) and, in a farm run's host directory, the worker's
+                       name ("farm_host", convbench.farm.layout)
     suite.yaml         a copy of the suite that was run
     journal.jsonl      every finished case as committed, one JSON line each: the truth
                        while the manifest says "running" (results.store, results.journal)
