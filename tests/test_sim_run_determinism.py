@@ -16,10 +16,11 @@ TINY = Path(__file__).parent / "data" / "tiny_suite.yaml"
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_two_sim_runs_count_the_same_the_first_from_an_empty_numba_cache(tmp_path):
-    """The first run compiles every kernel (numba's cache is empty); a worker that compiled
-    measures nothing and a fresh worker loads the cached code, in the timing and in the
-    counting pass alike (harness/compiled.py): so a run from an empty cache and a later one
-    count the same, and the later one restarts nothing."""
+    """The first run compiles every kernel (numba's cache is empty), ahead of timing in a
+    compile-only worker (harness/precompile.py); a worker that compiled measures nothing
+    and a fresh worker loads the cached code, in the timing and in the counting pass alike
+    (harness/compiled.py): so a run from an empty cache and a later one count the same,
+    and the later one compiles and restarts nothing."""
     only = ["--only", "layer=conv3x3,variant=direct/nhwc"]
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache")}
     tables = []
@@ -31,11 +32,14 @@ def test_two_sim_runs_count_the_same_the_first_from_an_empty_numba_cache(tmp_pat
         assert r.returncode == 0, r.stderr
         tables.append(pd.read_parquet(out / "results.parquet"))
     envs = [json.loads((tmp_path / n / "environment.json").read_text()) for n in "ab"]
-    restarted = envs[0].get("restarted_after_compile", {})
-    assert any("_direct_nhwc" in names for names in restarted["conv3x3/1/auto/warm"]), \
-        restarted                                            # the timing worker compiled
-    assert all(len(v) == 1 for v in restarted.values())      # and the next one loaded
-    assert "restarted_after_compile" not in envs[1]          # everything loaded
+    first = envs[0]
+    assert first["compiled_ahead"]["cases"] == 1, first     # compiled before any timing
+    restarted = first.get("restarted_after_compile", {})
+    assert "conv3x3/1/auto/warm" not in restarted, restarted  # the timing worker loaded
+    assert all(len(v) == 1 for v in restarted.values())     # a counting worker that
+    #                                   compiled (its width may differ) did so once
+    assert "restarted_after_compile" not in envs[1], envs[1]    # everything loaded
+    assert "compiled_ahead" not in envs[1], envs[1]             # and the stamps said so
     cols = ["sim_ir", "sim_dr", "sim_dw", "sim_d1mr", "sim_d1mw", "sim_dlmr", "sim_dlmw"]
     a, b = (t.set_index("case_id")[cols] for t in tables)
     assert len(a) == 1 and a.notna().all().all()

@@ -57,6 +57,7 @@ class Job:
     process: int = 0                      # which of the group's worker processes this is
     compile_width: str = ""               # the width compiled for; "": LLVM's default
     memory_limit: int | None = None       # RLIMIT_DATA bytes (harness.memory); None: none
+    compile_only: bool = False            # verify (compiling), time nothing (harness.precompile)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

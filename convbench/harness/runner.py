@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from convbench.errors import ConvbenchError
-from convbench.harness import affinity, counters, memory, sysinfo, system
+from convbench.harness import affinity, counters, memory, precompile, sysinfo, system
 from convbench.harness.counters import cache_models
 from convbench.harness.options import RunOptions, check_counters_available, make_plan
 from convbench.harness.plan import Case, Plan
@@ -113,6 +113,7 @@ class Runner:
                         unit="case", dynamic_ncols=True)
         try:
             with self.measuring():
+                self.compile_ahead(self.plan.groups(runnable))
                 for group in self.plan.groups(runnable):
                     self.run_group(group)
                 if counters.needs_separate_pass(self.options.counters):
@@ -130,6 +131,33 @@ class Runner:
         finally:
             self.scratch.remove()
 
+    def compile_ahead(self, groups: list[list[Case]]) -> None:
+        """Compile the kernels of every case not yet compiled on this host in
+        compile-only workers, one per allowed CPU at once (harness/precompile.py)."""
+        limits = sysinfo.machine(self.store.environment)
+        jobs = []
+        for group in groups:
+            width = compile_width(group[0].vector_width, limits, False)
+            todo = [c for c in group if precompile.needs_compile(c, width)]
+            for part in precompile.chunks(todo, len(self.pool)):
+                jobs.append((part, job_for(part, self.plan.timing, "none", self.options.seed,
+                                           compile_width=width, restart_if_compiled=False,
+                                           memory_limit=self.memory_limit,
+                                           compile_only=True)))
+        if not jobs:
+            return
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"compiling kernels in {len(jobs)} workers, "
+                                     f"{len(self.pool)} at a time", refresh=True)
+        started = time.perf_counter()
+        precompile.compile_ahead(
+            jobs, len(self.pool), self.plan.timing.timeout, self.scratch.path,
+            lambda cases, job: precompile.mark_compiled(cases, job.compile_width))
+        self.store.environment["compiled_ahead"] = {
+            "workers": len(jobs), "at_once": len(self.pool),
+            "cases": sum(len(cases) for cases, _job in jobs),
+            "seconds": round(time.perf_counter() - started, 2)}
+
     def run_group(self, group: list[Case], count_only: bool = False) -> None:
         """Run a group in ``timing.processes`` worker processes one after another (one for
         a counting pass): each verifies and times the cases the earlier ones left ok; the
@@ -143,10 +171,15 @@ class Runner:
             remaining = [c for c in remaining if c.case_id in self.pending]
             if not remaining:
                 break
+        measured = []
         for case in group:
             results = self.pending.pop(case.case_id, None)
             if results:
                 self.record(*record.pooled_row(case, results, limits))
+                measured.append(case)
+        if not count_only:   # their kernels are in numba's cache: no compile-ahead next run
+            precompile.mark_compiled(
+                measured, compile_width(group[0].vector_width, limits, count_only))
         self.store.save_environment()   # the group's worker settings, restarts
 
     def run_process(self, group: list[Case], remaining: list[Case], count_only: bool,

@@ -200,7 +200,7 @@ def job_for(cases: Sequence[Case], timing: TimingOptions, counters: str, seed: i
             count_only: bool = False, cold_bytes: int | None = None,
             cpus: tuple[int, ...] = (), restart_if_compiled: bool = True,
             process: int = 0, compile_width: str = "",
-            memory_limit: int | None = None) -> Job:
+            memory_limit: int | None = None, compile_only: bool = False) -> Job:
     """The job of one group's cases."""
     case = cases[0]
     return Job(threads=case.threads, vector_width=case.vector_width,
@@ -210,4 +210,5 @@ def job_for(cases: Sequence[Case], timing: TimingOptions, counters: str, seed: i
                timing=asdict(timing), counters=counters, count_only=count_only, seed=seed,
                cache=case.cache, cold_bytes=cold_bytes, cpus=cpus,
                restart_if_compiled=restart_if_compiled, process=process,
-               compile_width=compile_width, memory_limit=memory_limit)
+               compile_width=compile_width, memory_limit=memory_limit,
+               compile_only=compile_only)

@@ -126,8 +126,8 @@ def run_job(job: Job, channel: Channel) -> None:
         runtime_start = timer.start_parallel_runtime()
         alive: list[tuple[str, Any, dict[str, Any]]] = []
         for spec in job.cases:
-            if watch.compiled and job.restart_if_compiled and registry.get(
-                    spec.algorithm).baseline:
+            throwaway = job.compile_only or (watch.compiled and job.restart_if_compiled)
+            if throwaway and registry.get(spec.algorithm).baseline:
                 # this worker will restart and measure nothing: a library baseline compiles
                 # no numba kernel, and building it here would import its library (torch:
                 # ~4.7 s) in a process that is thrown away.  Its case stays unfinished, so
@@ -153,6 +153,10 @@ def run_job(job: Job, channel: Channel) -> None:
             "numba_threading_layer": _threading_layer(numba),
             "parallel_runtime_start_s": runtime_start,
             NUMBA_COMPILED: watch.compiled}))
+        if job.compile_only:   # the kernels are in numba's cache now: that was the job
+            for case_id, _execution, _figures in alive:
+                channel.send(Result(case_id, Status.OK, "", {}))
+            return
         if watch.compiled and job.restart_if_compiled:
             # this process would time and count other code than every later one
             channel.send(Restart(watch.compiled))

@@ -62,7 +62,8 @@ class IndirectNHWC(Prepared):
         # B: per group the HWIO weights (taps*ICg x OCg) as one KC block of NR panels
         k = p.reduction_length
         wg = np.asarray(w, np.float32).reshape(p.g, p.ocg, p.icg, p.kh, p.kw)
-        hwio = wg.transpose(0, 3, 4, 2, 1).reshape(p.g, k, p.ocg)
+        # C order: one compiled pack_b for every layer (a 1x1 layer's view would be F order)
+        hwio = np.ascontiguousarray(wg.transpose(0, 3, 4, 2, 1).reshape(p.g, k, p.ocg))
         whole_k = Blocking(blocking.MR, blocking.NR, blocking.MC, k, blocking.NC)
         self.wpacked = [whole_k.pack_b(hwio[g])[0] for g in range(p.g)]
         self.taps_per_chunk = max(1, blocking.KC // p.icg)

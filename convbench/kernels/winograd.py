@@ -177,7 +177,7 @@ class WinogradNHWC(Prepared):
         self.tile_block = min(tile_block, self.n_tiles)
         self.blocking = Blocking(MR=mr or micro_rows(self.n_tiles, self.tile_block))
         if gemm == "own":   # only the panels are kept: (alpha^2, OC/NR, IC, NR)
-            self.u = self.blocking.pack_b_batch(np.asarray(u, np.float32))
+            self.u = self.blocking.pack_b_batch(np.ascontiguousarray(u, np.float32))
         else:
             self.u = np.ascontiguousarray(u, dtype=np.float32)
         self.bt = np.ascontiguousarray(t.bt, dtype=np.float32)
