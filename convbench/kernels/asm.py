@@ -80,14 +80,21 @@ def fp_profile(asm: str) -> FpProfile:
 def dispatcher_asm(dispatcher: object) -> str:
     """Assembly of every signature a numba dispatcher has compiled, concatenated.
 
-    numba refuses to show the assembly of code loaded from its on-disk cache, so the
-    function is compiled again, uncached, with the same options and signatures.
+    numba refuses to show the assembly of code loaded from its on-disk cache, so such a
+    function is compiled again, uncached, with the same options and signatures.  Code
+    compiled in this process is read as it is: compiling it a second time cost the machine
+    limits' first use ~5 s of its ~14 (the two FMA kernels of the peak, AMD host).
     """
     import numba
 
     signatures = list(dispatcher.signatures)  # type: ignore[attr-defined]
     if not signatures:
         raise ValueError("the dispatcher has compiled no signature yet: call it once first")
+    overloads = dispatcher.overloads  # type: ignore[attr-defined]
+    if not any(getattr(overloads[sig].library, "_disable_inspection", True)
+               for sig in signatures):
+        return "\n".join(dispatcher.inspect_asm(sig)  # type: ignore[attr-defined]
+                         for sig in signatures)
     options = {k: v for k, v in dispatcher.targetoptions.items()  # type: ignore[attr-defined]
                if k not in ("cache", "nopython", "boundscheck")}
     clone = numba.njit(cache=False, **options)(dispatcher.py_func)  # type: ignore[attr-defined]

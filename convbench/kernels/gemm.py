@@ -243,7 +243,13 @@ class Blocking:
         return out
 
     def pack_b(self, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """B (K x N) into KC x NR panels: shape (K/KC, N/NR, KC, NR), zero-padded."""
+        """B (K x N) into KC x NR panels: shape (K/KC, N/NR, KC, NR), zero-padded.
+
+        Every memory layout of ``b`` (C, F, strided) is a signature numba compiles and
+        caches on its own, and a worker that compiles is restarted before it measures
+        (harness/compiled.py): callers pass C-contiguous B where they can (a 1x1 conv's
+        HWIO weights are an F-order view of OIHW; packing them as such cost the smoke
+        suite's 1x1 layer a second worker)."""
         k, n = b.shape
         out = np.empty(self.packed_b_shape(k, n), np.float32) if out is None else out
         self.kernels.pack_b(b, out)

@@ -62,13 +62,18 @@ class IndirectNHWC(Prepared):
         # B: per group the HWIO weights (taps*ICg x OCg) as one KC block of NR panels
         k = p.reduction_length
         wg = np.asarray(w, np.float32).reshape(p.g, p.ocg, p.icg, p.kh, p.kw)
-        # C order: one compiled pack_b for every layer (a 1x1 layer's view would be F order)
+        # C order even where the reshape is a view (1x1: F order): one pack_b signature
         hwio = np.ascontiguousarray(wg.transpose(0, 3, 4, 2, 1).reshape(p.g, k, p.ocg))
         whole_k = Blocking(blocking.MR, blocking.NR, blocking.MC, k, blocking.NC)
         self.wpacked = [whole_k.pack_b(hwio[g])[0] for g in range(p.g)]
         self.taps_per_chunk = max(1, blocking.KC // p.icg)
         self.packed_weight_bytes = sum(b.nbytes for b in self.wpacked)
-        self.workspace_bytes = self.offsets.nbytes + self.bound.nbytes + self.zero.nbytes
+        # a group's output columns are strided in NHWC: it is computed into a contiguous
+        # buffer and copied, so the kernel sees one layout of C (a strided C is another
+        # signature to compile: ~2.8 s on the smoke suite's depthwise layer, AMD host)
+        self.gout = np.empty((m, p.ocg), np.float32) if p.g > 1 else None
+        self.workspace_bytes = sum(a.nbytes for a in (self.offsets, self.bound, self.zero,
+                                                      self.gout) if a is not None)
 
     def _bind(self, x: np.ndarray) -> None:
         """Point the padding taps at the zero vector, relative to input buffer ``x``."""
@@ -90,9 +95,11 @@ class IndirectNHWC(Prepared):
         c = y.reshape(p.mb * p.oh * p.ow, p.oc)
         flat = x.reshape(-1)
         for g in range(p.g):   # a group reads its channels: shift x (and the zero vector's gap)
+            out = c if self.gout is None else self.gout
             self.kernels.indirect(flat[g * p.icg:], self.bound, self.taps, p.icg,
-                                  self.wpacked[g], c[:, g * p.ocg:(g + 1) * p.ocg],
-                                  self.taps_per_chunk, self.blocking.MC)
+                                  self.wpacked[g], out, self.taps_per_chunk, self.blocking.MC)
+            if self.gout is not None:
+                c[:, g * p.ocg:(g + 1) * p.ocg] = self.gout
 
     def info(self) -> dict[str, ParamValue]:
         padding_taps = int(np.count_nonzero(self.offsets[:self.p.mb * self.p.oh * self.p.ow]

@@ -113,7 +113,7 @@ class SpatialPackNHWC(Prepared):
         rows = -(-self.tile_h * self.tile_w // blocking.MR) * blocking.MR
         self.offsets = tile_offsets(p, self.tile_h, self.tile_w, rows)
         k = p.reduction_length
-        # C order: one compiled pack_b for every layer (a 1x1 layer's view would be F order)
+        # C order even where the reshape is a view (1x1: F order): one pack_b signature
         hwio = np.ascontiguousarray(
             np.asarray(w, np.float32).transpose(2, 3, 1, 0).reshape(k, p.oc))
         self.wpacked = Blocking(blocking.MR, blocking.NR, KC=k).pack_b(hwio)[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import subprocess
 import sys
 from typing import Any
@@ -31,6 +32,11 @@ def _measure_here(threads: list[int], min_seconds: float, repeats: int) -> dict[
 
     variants = ((kernels.fma_chains, kernels.CHAINS, kernels.STEPS),
                 (kernels.fma_chains_wide, kernels.WIDE_CHAINS, kernels.WIDE_STEPS))
+    features = os.environ.get(host.FEATURES_ENV) or host.cpu_features("512") or ""
+    if _sixteen_vector_registers(features):
+        # the 16-chain kernel spills there and cannot win (kernels.WIDE_CHAINS); not
+        # compiling it saves ~3 s of a host's first run (AMD znver1: 8 chains won, 17 GFLOP/s)
+        variants = variants[:1]
     gflops: dict[str, float] = {}
     chains: dict[str, int] = {}
     for t in threads:
@@ -52,6 +58,11 @@ def _measure_here(threads: list[int], min_seconds: float, repeats: int) -> dict[
             packed[str(w)] = packed.get(str(w), 0) + c
     return {"gflops": gflops, "chains": chains,
             "asm_width": None if None in widths else min(widths), "packed_fma": packed}
+
+
+def _sixteen_vector_registers(features: str) -> bool:
+    """An x86 CPU without AVX-512 (16 ymm registers; AVX-512 has 32, and so has AArch64)."""
+    return platform.machine().lower() in ("x86_64", "amd64") and "+avx512f" not in features
 
 
 def measure_width(width: str, threads: list[int], min_seconds: float = 0.2,

@@ -52,3 +52,25 @@ def test_unfold_is_compiled():
         y = np.empty(to_layout(np.empty(p.output_shape, np.float32), layout).shape, np.float32)
         prepared.run(xl, y)
     assert im2col._unfold_nchw.signatures and im2col._unfold_nhwc.signatures
+
+
+def test_asm_of_code_compiled_here_is_read_without_compiling_again(monkeypatch):
+    """Code compiled in this process is inspected as it is; only code loaded from numba's
+    cache (which numba will not show) is compiled again, uncached."""
+    import numba
+
+    @numba.njit(fastmath=True)
+    def dot(a):
+        s = np.float32(0.0)
+        for i in range(a.size):
+            s += a[i] * a[i]
+        return s
+
+    dot(np.ones(64, np.float32))
+    expected = fp_profile(dot.inspect_asm(dot.signatures[0]))
+
+    def no_second_compile(*args, **kwargs):
+        raise AssertionError("dispatcher_asm compiled the function again")
+
+    monkeypatch.setattr(numba, "njit", no_second_compile)
+    assert fp_profile(dispatcher_asm(dot)) == expected
