@@ -3,9 +3,10 @@
 Owns: the CPU identity from /proc/cpuinfo (vendor, model, flags, architecture), the
 caches of CPU 0 from sysfs (``/sys/devices/system/cpu/cpu0/cache/index*``: level, type,
 size, ways, line size, the CPUs sharing it), the frequency governor, the SVE vector length,
-the vector widths this host can run, and the single builder of the ``NUMBA_CPU_FEATURES``
+the vector widths this host can run, the single builder of the ``NUMBA_CPU_FEATURES``
 string for each width, so the kernels (worker) and the peak they are divided by
-(``convbench machine``) always compile under the same flags.
+(``convbench machine``) always compile under the same flags, and the vector register file
+(lanes, registers) the kernels size their register tiles for.
 
 Everything here reads the machine as it is now; what a run records of it is
 :mod:`convbench.harness.sysinfo`'s job.  Nothing here imports numba: the worker imports this
@@ -26,6 +27,7 @@ SVE_LENGTH = "/proc/sys/abi/sve_default_vector_length"
 FEATURES_ENV = "NUMBA_CPU_FEATURES"
 _PREFER_256 = "prefer-256-bit"
 _X86 = ("x86_64", "amd64", "i386", "i686")
+_ARM64 = ("aarch64", "arm64")
 
 
 # -- CPU identity ----------------------------------------------------------------------
@@ -168,16 +170,43 @@ def caches(sysfs: Path = CACHE_SYSFS) -> list[CacheInfo]:
 # -- vector widths and NUMBA_CPU_FEATURES ---------------------------------------------
 def vector_widths(cpu: CpuId | None = None) -> tuple[str, ...]:
     """The vector widths a sweep can ask for here: "auto" (numba's choice) everywhere;
-    on x86 also "256", and "512" where the CPU has AVX-512 (``avx512f``).
+    on x86 also "256", and "512" where the CPU has AVX-512 (``avx512f``); on aarch64
+    "128" (NEON, with SVE turned off where the core has it).
 
-    The explicit widths work through LLVM's x86 tuning flag ``prefer-256-bit``, so other
-    architectures offer only "auto" for now.  ``cpu`` as :func:`detect_cpu` gives it (its
-    ``arch`` decides).
+    The x86 widths work through LLVM's x86 tuning flag ``prefer-256-bit``; other
+    architectures offer only "auto".  ``cpu`` as :func:`detect_cpu` gives it (its ``arch``
+    decides).
     """
     cpu = cpu or detect_cpu()
+    if cpu.arch in _ARM64:
+        return ("auto", "128")
     if cpu.arch not in _X86:
         return ("auto",)
     return ("auto", "256", "512") if "avx512f" in cpu.flags else ("auto", "256")
+
+
+def width_unsupported(width: str, cpu: CpuId | None = None) -> str | None:
+    """Why this host cannot run code of vector width ``width``; None when it can."""
+    cpu = cpu or detect_cpu()
+    runs = vector_widths(cpu)
+    if width in runs:
+        return None
+    needs = {"128": "NEON (an aarch64 host)", "256": "an x86 host",
+             "512": "AVX-512 (an x86 host with avx512f)"}.get(width, "a known width")
+    return (f"vector width {width} needs {needs}; this {cpu.arch or 'unknown'} host runs "
+            f"{', '.join(runs)}")
+
+
+def _llvm_host_features() -> list[str]:
+    """The host's features as LLVM reads them, one ``+name``/``-name`` each; [] where
+    LLVM cannot read them (under qemu-user on aarch64 it reads the x86 host's
+    /proc/cpuinfo and gives up: numba then goes by NUMBA_CPU_NAME alone)."""
+    from llvmlite import binding as llvm
+
+    try:
+        return [f for f in llvm.get_host_cpu_features().flatten().split(",") if f]
+    except RuntimeError:
+        return []
 
 
 def cpu_features(width: str) -> str | None:
@@ -187,15 +216,54 @@ def cpu_features(width: str) -> str | None:
     ``prefer-256-bit`` entry they may carry, then set that tuning flag off or on: on some
     hosts LLVM prefers 256-bit code by default and compute-bound kernels lose half their
     throughput (BRIEF.md).  Exactly one ``prefer-256-bit`` entry results, so the worker and
-    the peak benchmark compile under the same flags.
+    the peak benchmark compile under the same flags.  "128" (aarch64) keeps the host's
+    features less SVE: LLVM's loop vectoriser then uses 128-bit NEON vectors, what a core
+    without SVE (Cortex-A72/A76, Neoverse N1) runs anyway.  A width this host cannot run
+    raises ValueError with :func:`width_unsupported`'s reason.
     """
     if width == "auto":
         return None
-    if width not in ("256", "512"):
-        raise ValueError(f"unknown vector width {width!r}; expected auto, 256 or 512")
-    from llvmlite import binding as llvm
-
-    features = [f for f in llvm.get_host_cpu_features().flatten().split(",")
-                if f and not f.endswith(_PREFER_256)]
+    if width not in ("128", "256", "512"):
+        raise ValueError(f"unknown vector width {width!r}; expected auto, 128, 256 or 512")
+    cpu = detect_cpu()
+    if cpu.arch in _ARM64 and width == "128":
+        features = [f for f in _llvm_host_features() if not f[1:].startswith("sve")]
+        return ",".join([*features, "-sve"])   # -sve also turns off what needs it (sve2)
+    if cpu.arch not in _X86 or width == "128":
+        raise ValueError(width_unsupported(width, cpu) or f"vector width {width}: no flags")
+    features = [f for f in _llvm_host_features() if not f.endswith(_PREFER_256)]
     features.append(("+" if width == "256" else "-") + _PREFER_256)
     return ",".join(features)
+
+
+# -- the vector register file the kernels plan their register tiles for --------------
+@dataclass(frozen=True)
+class RegisterFile:
+    """The vector registers an explicit-vector kernel's tile lives in."""
+
+    name: str          # how messages call one register ("zmm", "NEON q")
+    lanes: int         # float32 lanes of one register
+    registers: int     # architectural vector registers
+    accumulators: int  # of them, what a register tile's accumulators may take (measured)
+
+    def vectors(self, floats: int) -> int:
+        """Registers that ``floats`` float32 lanes take (a part register counts whole)."""
+        return -(-floats // self.lanes)
+
+
+# Accumulator budgets, as measured with the NCHW[x]c tile (kernels/nchwc.py): on the Zen 4
+# host tiles of up to 28 zmm accumulators kept every one in a register; on aarch64
+# (numba 0.68 / LLVM under tools/arm64.sh, Neoverse N1 target) 6 x 16 and 7 x 8 (24 and 14
+# q registers) reloaded nothing from the stack, while 7 x 16 and 14 x 8 (28) reloaded one
+# register and 7 x 32 (56) 65: the weight vectors and the broadcast input need the rest.
+ZMM = RegisterFile("zmm", 16, 32, 28)
+NEON = RegisterFile("NEON q", 4, 32, 24)
+
+
+def register_file(cpu: CpuId | None = None) -> RegisterFile:
+    """The register file this host's kernels are planned for: NEON's 32 x 128 bits on
+    aarch64 (LLVM lowers fixed-length vector operations to NEON even on SVE cores),
+    AVX-512's 32 zmm elsewhere -- on x86 the tile parameters were measured at 512 bits
+    (at 256 bits AVX-512VL still gives 32 ymm registers, each half a tile row)."""
+    cpu = cpu or detect_cpu()
+    return NEON if cpu.arch in _ARM64 else ZMM

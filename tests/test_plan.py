@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from convbench import host
 from convbench.errors import ConvbenchError
 from convbench.harness.plan import Filter, build_plan, format_duration
 from convbench.spec.suite import load_suite, parse_suite
@@ -66,6 +67,18 @@ def test_skips_are_kept_with_reason(monkeypatch):
     skipped = [c for c in plan.cases if c.variant.algorithm == "t_picky"]
     assert skipped and all(c.skip_reason == "never applies" for c in skipped)
     assert len(plan.runnable) == len(plan.cases) - len(skipped)
+
+
+def test_a_width_this_host_cannot_run_is_skipped_with_the_reason():
+    # one suite serves x86 and ARM: 128 is NEON's width, 512 AVX-512's; the other host's
+    # cases stay in the plan as skips that say why
+    other = "128" if host.detect_cpu().arch == "x86_64" else "512"
+    text = SUITE.replace('vector_widths: [auto, "256"]', f'vector_widths: [auto, "{other}"]')
+    plan = build_plan(parse_suite(text, Path("p.yaml")), cpu_count=2)
+    foreign = [c for c in plan.cases if c.vector_width == other]
+    assert len(foreign) == len(plan.cases) // 2
+    assert {c.skip_reason for c in foreign} == {host.width_unsupported(other)}
+    assert all(c.skip_reason is None for c in plan.cases if c.vector_width == "auto")
 
 
 @pytest.mark.parametrize(("only", "exclude", "expected"), [

@@ -41,10 +41,17 @@ def _problems(targets: tuple[str, ...]):
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="Threads given to numba and BLAS.")
 @click.option("--vector-width", "vector_width", default="auto", show_default=True,
-              help="Vector width of the numba kernels (auto, 256, 512).")
+              help="Vector width of the numba kernels (auto; 128 on aarch64; 256, 512 on "
+                   "x86).")
+@click.option("--defaults", is_flag=True,
+              help="One variant per algorithm and layout: every parameter at its default "
+                   "(gemm keeps both blas and own: two codes, not two tunings).")
+@click.option("--asm", "profile", is_flag=True,
+              help="Also read each variant's compiled code: packed FMAs by vector width "
+                   "(the static vector profile; compiles every kernel once more).")
 def command(targets: tuple[str, ...], algorithms: tuple[str, ...], layouts: tuple[str, ...],
             seed: int, show_skips: bool, variant_id: str | None, threads: int,
-            vector_width: str) -> int:
+            vector_width: str, defaults: bool, profile: bool) -> int:
     """Verify kernels on TARGETS (suites or benchdnn descriptors) against the reference.
 
     Exit code 1 when any variant fails or raises, 0 when all pass.  Each failing variant
@@ -63,8 +70,10 @@ def command(targets: tuple[str, ...], algorithms: tuple[str, ...], layouts: tupl
     problems = _problems(targets)
     lw = max([len("layer")] + [len(p.name) for p in problems])
     vw = 34
+    aw = 44 if profile else 0   # the vector profile's column, only with --asm
+    asm_head = f"{'vector profile':<{aw}}  " if profile else ""
     click.echo(f"{'layer':<{lw}}  {'variant':<{vw}}  status  max abs err  max rel err  "
-               f"err/bound  seconds  reason")
+               f"err/bound  seconds  {asm_head}reason")
 
     def show(row) -> None:
         if row.status == Status.SKIP and not show_skips:
@@ -72,25 +81,30 @@ def command(targets: tuple[str, ...], algorithms: tuple[str, ...], layouts: tupl
         status = row.status if row.ok else row.status.upper()
         click.echo(f"{row.layer:<{lw}}  {row.variant:<{vw}}  {status:<6}  {row.max_abs:11.2e}"
                    f"  {row.max_rel:11.2e}  {row.bound_ratio:9.3f}  {row.seconds:7.2f}  "
-                   f"{row.reason}".rstrip())
+                   f"{f'{row.asm:<{aw}}  ' if profile else ''}{row.reason}".rstrip())
 
     t0 = time.perf_counter()
-    rows = check_problems(problems, algorithms or None, layouts or None, seed=seed,
+    rows = check_problems(problems, algorithms or None, layouts or None,
+                          params=default_params() if defaults else None, seed=seed,
                           on_row=show, variant=variant, threads=threads,
-                          vector_width=vector_width)
+                          vector_width=vector_width, profile=profile)
     elapsed = time.perf_counter() - t0
     ran = [r for r in rows if r.status != Status.SKIP]
     bad = [r for r in rows if not r.ok]
-    summary = [("algorithm", "variants", "failed", "skipped", "worst err/bound", "worst abs")]
+    summary = [("algorithm", "variants", "failed", "skipped", "worst err/bound", "worst abs",
+                *(("vectorised",) if profile else ()))]
     for alg in dict.fromkeys(r.algorithm for r in rows):
         mine = [r for r in rows if r.algorithm == alg]
         checked = [r for r in mine if r.status in (Status.OK, Status.FAIL)]
+        # with --asm: how many of the variants that ran have packed FMAs in their code
+        packed = (f"{sum(r.asm.startswith('vectorised') for r in checked)}/{len(checked)}",)
         summary.append((alg, str(len(mine)), str(sum(not r.ok for r in mine)),
                         str(sum(r.status == Status.SKIP for r in mine)),
                         f"{max((r.bound_ratio for r in checked), default=float('nan')):.3f}",
-                        f"{max((r.max_abs for r in checked), default=float('nan')):.2e}"))
+                        f"{max((r.max_abs for r in checked), default=float('nan')):.2e}",
+                        *(packed if profile else ())))
     click.echo("")
-    click.echo(format_table(summary, right=(1, 2, 3, 4, 5)))
+    click.echo(format_table(summary, right=(1, 2, 3, 4, 5, 6)))
     click.echo(f"\n{len(problems)} problems, {len(ran)} variants run, {len(bad)} failed, "
                f"{len(rows) - len(ran)} skipped, {elapsed:.1f} s")
     if bad:
@@ -98,6 +112,17 @@ def command(targets: tuple[str, ...], algorithms: tuple[str, ...], layouts: tupl
         for row in bad:
             click.echo(f"  {row.identity.reproducer()}    # {row.status}")
     return 1 if bad else 0
+
+
+def default_params() -> dict[str, dict[str, tuple]]:
+    """Parameter domains of ``--defaults``: each knob at its default, the GEMM backend at
+    both (BLAS and the own GEMM are different code, which a check must run)."""
+    from convbench.kernels import registry
+    from convbench.kernels.gemm import GEMM_BACKEND
+
+    return {name: {p.name: p.domain if p is GEMM_BACKEND else (p.default,)
+                   for p in alg.params}
+            for name, alg in registry.algorithms().items()}
 
 
 def _apply_settings(threads: int, vector_width: str) -> None:
@@ -108,6 +133,7 @@ def _apply_settings(threads: int, vector_width: str) -> None:
 
     from convbench.errors import ConvbenchError
     from convbench.harness.worker import FEATURES_ENV, apply_vector_width
+    from convbench.host import width_unsupported
     from convbench.spec.suite import VECTOR_WIDTHS
 
     if threads > (os.cpu_count() or 1):
@@ -115,6 +141,9 @@ def _apply_settings(threads: int, vector_width: str) -> None:
     if vector_width not in VECTOR_WIDTHS:
         raise ConvbenchError(f"--vector-width: expected one of {', '.join(VECTOR_WIDTHS)}, "
                              f"got {vector_width!r}")
+    unsupported = width_unsupported(vector_width)
+    if unsupported:
+        raise ConvbenchError(f"--vector-width: {unsupported}")
     before = os.environ.get(FEATURES_ENV)
     apply_vector_width(vector_width)
     if "numba" in sys.modules and os.environ.get(FEATURES_ENV) != before:

@@ -10,6 +10,7 @@ from convbench.harness.inputs import make_inputs
 from convbench.harness.verify import verify
 from convbench.identity import CaseKey
 from convbench.kernels import registry
+from convbench.kernels.asm import kernel_profiles, profile_summary
 from convbench.kernels.base import ParamValue, Variant
 from convbench.kernels.reference import Reference
 from convbench.spec.problem import ConvProblem
@@ -30,6 +31,7 @@ class CheckRow:
     seconds: float = float("nan")
     threads: int = 1
     vector_width: str = "auto"
+    asm: str = ""           # the static vector profile when asked for (asm.profile_summary)
 
     @property
     def ok(self) -> bool:
@@ -64,10 +66,12 @@ def check_problems(problems: Iterable[ConvProblem],
                    seed: int = 0,
                    on_row: Callable[[CheckRow], None] | None = None,
                    variant: Variant | None = None, threads: int = 1,
-                   vector_width: str = "auto") -> list[CheckRow]:
+                   vector_width: str = "auto", profile: bool = False) -> list[CheckRow]:
     """Check each problem's variants (only ``variant`` when given); ``on_row`` sees each
     row as it is produced.  ``threads`` and ``vector_width`` are recorded in the rows, the
-    caller applies them (numba reads the width once, at import)."""
+    caller applies them (numba reads the width once, at import).  ``profile``: each variant
+    that ran also gets its static vector profile (packed FMAs in its compiled code, which
+    compiles its kernels once more, uncached)."""
     rows: list[CheckRow] = []
     for problem in problems:
         x, w = make_inputs(problem, seed)
@@ -82,14 +86,17 @@ def check_problems(problems: Iterable[ConvProblem],
                 if reference is None:
                     reference = Reference(problem, x, w)
                 t0 = time.perf_counter()
-                verdict, _ = verify(problem, candidate, reference, x, w)
+                verdict, execution = verify(problem, candidate, reference, x, w)
                 elapsed = time.perf_counter() - t0
                 rep = verdict.report
+                asm = ""
+                if profile and execution is not None:
+                    asm = profile_summary(kernel_profiles(execution.prepared))
                 row = CheckRow(**base, status=verdict.status, reason=verdict.reason,
                                max_abs=rep.max_abs if rep else float("nan"),
                                max_rel=rep.max_rel if rep else float("nan"),
                                bound_ratio=rep.worst_ratio if rep else float("nan"),
-                               seconds=elapsed)
+                               seconds=elapsed, asm=asm)
             rows.append(row)
             if on_row:
                 on_row(row)

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from convbench import host
 from convbench.errors import ConvbenchError
 from convbench.identity import WARM, CaseKey
 from convbench.kernels import registry
@@ -202,6 +203,8 @@ def build_plan(suite: Suite, only: Sequence[str] = (), exclude: Sequence[str] = 
             f"narrow sweep.params or split the suite", "sweep")
     keep = [Filter.parse(text) for text in only]
     drop = [Filter.parse(text) for text in exclude]
+    # a width this host cannot run (128 on x86, 512 on ARM) skips its cases with the reason
+    unrunnable = {width: host.width_unsupported(width) for width in sweep.vector_widths}
     cases: list[Case] = []
     for layer in suite.layers:
         found = list(registry.variants(layer.problem, sweep.algorithms, sweep.layouts,
@@ -210,7 +213,8 @@ def build_plan(suite: Suite, only: Sequence[str] = (), exclude: Sequence[str] = 
                                                         sweep.cache):
             for variant, skip in found:
                 case = Case(suite.name, layer.problem, layer.count, variant, threads, width,
-                            skip, registry.get(variant.algorithm).baseline,
+                            unrunnable[width] or skip,
+                            registry.get(variant.algorithm).baseline,
                             registry.kernel_version(variant.algorithm), cache)
                 if keep and not any(f.matches(case) for f in keep):
                     continue

@@ -3,8 +3,12 @@
 numba's vectorisation is fragile (BRIEF.md): a kernel that compiles to scalar code runs
 5-10x slower with no error.  Reading the assembly tells why, on any machine, PMU or not.
 x86: packed ``ps/pd`` vs scalar ``ss/sd`` instructions, width from the xmm/ymm/zmm registers
-named.  AArch64: ``fmla``/``fmul``/``fadd`` on ``v`` (NEON, 128-bit) or ``z`` (SVE) registers
-vs scalar ``s``/``d`` registers.
+named.  AArch64 (GNU syntax, as LLVM prints it on Linux): NEON instructions on ``v``
+registers, width from the arrangement (``v0.4s``, ``v0.2d``, ``v0.8h``: 128 bits; ``v0.2s``,
+``v0.4h``: 64), SVE ones on ``z`` registers (width: the machine's, counted under
+:data:`SCALABLE`), scalar ones on ``s``/``d``/``h`` registers -- including the by-element
+form ``fmla s0, s1, v2.s[1]``, which names a ``v`` register but computes one lane.
+tests/data/asm/ holds real aarch64 output of numba (tools/arm64.sh) that the tests read.
 """
 
 from __future__ import annotations
@@ -16,8 +20,25 @@ from dataclasses import dataclass
 _X86_FP = re.compile(
     r"^\s*(v?)(fn?m(?:add|sub)\d*|add|sub|mul|div|max|min|sqrt)(p|s)(s|d)\b\s*(.*)$")
 _X86_REG = re.compile(r"%?([xyz])mm\d+")
-_ARM_FP = re.compile(r"^\s*(fmla|fmls|fmadd|fmsub|fmul|fadd|fsub|fdiv)\s+([vzsdq])\d+")
+# AArch64 FP arithmetic: the mnemonic, the destination register's letter and its
+# arrangement (".4s"; NEON and SVE only).  FMAs: NEON/SVE fmla/fmls (accumulating), SVE
+# fmad/fmsb/fnmla/fnmls/fnmad/fnmsb, scalar fmadd/fmsub/fnmadd/fnmsub.
+_ARM_FP = re.compile(
+    r"^\s*(fn?ml[as]|fn?ma[d]|fn?msb|fn?madd|fn?msub|fmulx?|fnmul|faddp?|fsub|fdiv|fsqrt"
+    r"|fmaxn?m?p?|fminn?m?p?|fabs|fneg)\s+([vzsdh])\d+(\.\d*[bhsd])?\b")
+_ARM_FMA = re.compile(r"^fn?(ml[as]|mad|msb|madd|msub)$")
 _WIDTH = {"x": 128, "y": 256, "z": 512}
+# The width under which SVE instructions are counted: their vector length is the
+# machine's (128 to 2048 bits), not written in the code.
+SCALABLE = -1
+# NEON arrangement -> vector bits: lanes x lane size ("4s": 4 x 32)
+_LANE_BITS = {"b": 8, "h": 16, "s": 32, "d": 64}
+
+
+def _neon_bits(arrangement: str) -> int:
+    """Bits of a NEON register arrangement such as ``.4s`` (128) or ``.2s`` (64)."""
+    lanes = arrangement[1:-1]
+    return int(lanes or 1) * _LANE_BITS[arrangement[-1]]
 
 
 @dataclass(frozen=True)
@@ -35,7 +56,8 @@ class FpProfile:
 
     @property
     def widest(self) -> int:
-        """Widest vector width with packed FP instructions (0: none)."""
+        """Widest vector width with packed FP instructions (0: none; :data:`SCALABLE`
+        when the only packed ones are SVE's)."""
         widths = [w for w, n in {**self.packed_fma, **self.packed_other}.items() if n]
         return max(widths, default=0)
 
@@ -65,29 +87,36 @@ def fp_profile(asm: str) -> FpProfile:
             continue
         m = _ARM_FP.match(line)
         if m:
-            op, reg = m.groups()
-            is_fma = op in ("fmla", "fmls", "fmadd", "fmsub")
-            if reg in "vq":
-                (packed_fma if is_fma else packed_other)[128] += 1
-            elif reg == "z":  # SVE: width is the machine's; record it as 0-agnostic 2048 max
-                (packed_fma if is_fma else packed_other)[-1] += 1
+            op, reg, arrangement = m.groups()
+            is_fma = _ARM_FMA.match(op) is not None
+            if reg == "v" and arrangement:
+                (packed_fma if is_fma else packed_other)[_neon_bits(arrangement)] += 1
+            elif reg == "z":
+                (packed_fma if is_fma else packed_other)[SCALABLE] += 1
             else:
                 scalar_fma += is_fma
                 scalar_other += not is_fma
     return FpProfile(dict(packed_fma), dict(packed_other), scalar_fma, scalar_other)
 
 
+# (dispatcher, its signatures) -> assembly: the code of a signature never changes within a
+# process, and each clone is a full compile (~25-50 s per kernel under qemu-user emulation,
+# where `convbench check --asm` profiles the same kernels on every layer)
+_ASM: dict[tuple[object, tuple[object, ...]], str] = {}
+
+
 def dispatcher_asm(dispatcher: object) -> str:
     """Assembly of every signature a numba dispatcher has compiled, concatenated.
 
     numba refuses to show the assembly of code loaded from its on-disk cache, so such a
-    function is compiled again, uncached, with the same options and signatures.  Code
-    compiled in this process is read as it is: compiling it a second time cost the machine
-    limits' first use ~5 s of its ~14 (the two FMA kernels of the peak, AMD host).
+    function is compiled again, uncached, with the same options and signatures (once per
+    process and set of signatures).  Code compiled in this process is read as it is:
+    compiling it a second time cost the machine limits' first use ~5 s of its ~14 (the two
+    FMA kernels of the peak, AMD host).
     """
     import numba
 
-    signatures = list(dispatcher.signatures)  # type: ignore[attr-defined]
+    signatures = tuple(dispatcher.signatures)  # type: ignore[attr-defined]
     if not signatures:
         raise ValueError("the dispatcher has compiled no signature yet: call it once first")
     overloads = dispatcher.overloads  # type: ignore[attr-defined]
@@ -95,12 +124,15 @@ def dispatcher_asm(dispatcher: object) -> str:
                for sig in signatures):
         return "\n".join(dispatcher.inspect_asm(sig)  # type: ignore[attr-defined]
                          for sig in signatures)
-    options = {k: v for k, v in dispatcher.targetoptions.items()  # type: ignore[attr-defined]
-               if k not in ("cache", "nopython", "boundscheck")}
-    clone = numba.njit(cache=False, **options)(dispatcher.py_func)  # type: ignore[attr-defined]
-    for sig in signatures:
-        clone.compile(sig)
-    return "\n".join(clone.inspect_asm().values())
+    key = (dispatcher, signatures)
+    if key not in _ASM:
+        options = {k: v for k, v in dispatcher.targetoptions.items()  # type: ignore[attr-defined]
+                   if k not in ("cache", "nopython", "boundscheck")}
+        clone = numba.njit(cache=False, **options)(dispatcher.py_func)  # type: ignore[attr-defined]
+        for sig in signatures:
+            clone.compile(sig)
+        _ASM[key] = "\n".join(clone.inspect_asm().values())
+    return _ASM[key]
 
 
 @dataclass(frozen=True)
@@ -146,7 +178,8 @@ def kernel_profiles(prepared_or_kernels: object) -> list[KernelProfile]:
 
 def profile_columns(profiles: list[KernelProfile]) -> dict[str, float | str]:
     """Tidy-table columns of a variant's static profile: packed FMAs by width summed over
-    its kernels, scalar FP instructions, and "vectorised" / "not vectorised" / "no FP"
+    its kernels (64: NEON's half-width ``.2s`` form; sve: SVE at the machine's width),
+    scalar FP instructions, and "vectorised" / "not vectorised" / "no FP"
     (any kernel with FP but no packed FMA makes the variant "not vectorised")."""
     fma: Counter[int] = Counter()
     scalar = 0
@@ -158,8 +191,20 @@ def profile_columns(profiles: list[KernelProfile]) -> dict[str, float | str]:
               "vectorised" if "vectorised" in statuses else
               "no FP" if statuses else "no jitted kernel")
     out: dict[str, float | str] = {f"asm_packed_fma_{w}": float(fma.get(w, 0))
-                                   for w in (128, 256, 512)}
+                                   for w in (64, 128, 256, 512)}
+    out["asm_packed_fma_sve"] = float(fma.get(SCALABLE, 0))
     out["asm_scalar_fp"] = float(scalar)
     out["asm_vectorisation"] = status
     out["asm_kernels"] = ",".join(f"{kp.name}:{kp.status}" for kp in profiles)
     return out
+
+
+def profile_summary(profiles: list[KernelProfile]) -> str:
+    """One line for a variant's static profile: its verdict and packed FMAs by width,
+    e.g. ``vectorised: 24 x 128-bit FMA`` (what ``convbench check --asm`` prints)."""
+    cols = profile_columns(profiles)
+    widths = [(w, int(cols[f"asm_packed_fma_{w}"])) for w in ("sve", 512, 256, 128, 64)]
+    fmas = ", ".join(f"{n} x {w}{'' if w == 'sve' else '-bit'} FMA" for w, n in widths if n)
+    scalar = int(cols["asm_scalar_fp"])
+    detail = ", ".join(filter(None, [fmas, f"{scalar} scalar FP" if scalar else ""]))
+    return f"{cols['asm_vectorisation']}: {detail}" if detail else str(cols["asm_vectorisation"])

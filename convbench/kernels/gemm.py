@@ -17,6 +17,14 @@ compiled to scalar or spilled code (2-7 GFLOP/s): LLVM fully unrolls a 32-wide l
 before the loop vectoriser sees it.  NR = 64 also fits the channel counts of CNNs (64,
 128, ...) with no padded columns; NR = 48 wasted a third of the FMAs on OC = 64.
 
+On aarch64 (numba's code for a Neoverse N1 under tools/arm64.sh, 4-lane NEON) the same
+trap is wider: NR = 48, 16 and 12 (with MR = 2, 6, 8) all compiled to scalar ``fmadd``,
+4 x 16 to a mix of packed and scalar code with 83 stack reloads; only NR = 64 vectorised,
+16 ``fmla v.4s`` a row of the tile.  A row then takes 16 of the 32 q registers, so there
+MR = 1 is the default (16 accumulators, no reload); 2 x 64 (32) reloaded 15 registers in
+the loop and 5 x 64 (80) 88.  Tiles over the register file's accumulator budget are
+skipped with a reason (:func:`tile_unfit`), on x86 too (8 x 64 needs 32 zmm).
+
 Edge tiles are computed full size on zero-padded panels; only the valid part is written.
 """
 
@@ -29,13 +37,17 @@ from functools import cache
 import numba
 import numpy as np
 
+from convbench import host
 from convbench.kernels._numba_support import cached_closure, f32_at, stack_f32
 from convbench.kernels.base import Ints, Param, ParamValue
 
-# Micro-tiles that vectorise on the hosts measured (see module docstring).
-MR_CHOICES = (4, 5, 6, 8)
+# Micro-tiles that vectorise on the hosts measured (see module docstring): what a suite
+# may ask for on any host; the ones over this host's register file are skipped there.
+MR_CHOICES = (1, 2, 4, 5, 6, 8)
 NR_CHOICES = (48, 64)
-DEFAULT_MR, DEFAULT_NR = 5, 64
+REGISTERS = host.register_file()
+# 5 x 64 is 20 zmm accumulators; on 4-lane NEON a 64-wide row alone takes 16 q registers
+DEFAULT_MR, DEFAULT_NR = (5, 64) if REGISTERS.lanes >= 16 else (1, 64)
 # A block 100 x 256 floats = 100 KiB (L2), B panel 256 x 64 = 64 KiB (L1 + L2), NC = 63 panels
 DEFAULT_MC, DEFAULT_KC, DEFAULT_NC = 100, 256, 4032
 
@@ -362,6 +374,29 @@ def gemm_backend(params: Mapping[str, ParamValue]) -> str:
 def own_blocking(params: Mapping[str, ParamValue]) -> Blocking | None:
     """The default :class:`Blocking` for ``gemm=own``, None for ``gemm=blas``."""
     return Blocking() if gemm_backend(params) == "own" else None
+
+
+def tile_unfit(mr: int, nr: int) -> str | None:
+    """Why an MR x NR micro-tile does not fit this host's vector registers (it would spill
+    accumulators in the micro-kernel's loop); None when it fits."""
+    need = mr * REGISTERS.vectors(nr)
+    if need > REGISTERS.accumulators:
+        return (f"MR x NR = {mr} x {nr} needs {need} {REGISTERS.name} accumulators, more "
+                f"than the {REGISTERS.accumulators} that fit: spills")
+    return None
+
+
+def blocking_unfit(params: Mapping[str, ParamValue]) -> str | None:
+    """:func:`tile_unfit` for a variant's MR and NR parameters (defaults when absent)."""
+    blocking = blocking_from(params)
+    return tile_unfit(blocking.MR, blocking.NR)
+
+
+def hot_gemm(blocking: Blocking | None) -> tuple[object, ...]:
+    """The dispatcher doing an own-GEMM caller's arithmetic, for the static code profile
+    (``Prepared.hot_kernels``): the macro-kernel, whose code holds the micro-kernel; none
+    for BLAS (``blocking`` None), which is no code of ours."""
+    return (blocking.kernels.macro,) if blocking is not None else ()
 
 
 def blocking_unused(params: Mapping[str, ParamValue]) -> str | None:

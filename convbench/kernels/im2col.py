@@ -16,7 +16,7 @@ import numba
 import numpy as np
 
 from convbench.kernels.base import Algorithm, ParamValue, Prepared
-from convbench.kernels.gemm import GEMM_BACKEND, Blocking, own_blocking
+from convbench.kernels.gemm import GEMM_BACKEND, Blocking, hot_gemm, own_blocking
 from convbench.spec.problem import ConvProblem
 
 
@@ -98,6 +98,9 @@ class Im2colNCHW(Prepared):
     def info(self) -> dict[str, ParamValue]:
         return {"unfold_skipped": self.skip_unfold}
 
+    def hot_kernels(self) -> tuple[object, ...]:
+        return hot_gemm(self.blocking)
+
 
 class Im2colNHWC(Prepared):
     in_layout = out_layout = "nhwc"
@@ -148,6 +151,9 @@ class Im2colNHWC(Prepared):
 
     def info(self) -> dict[str, ParamValue]:
         return {"unfold_skipped": self.skip_unfold}
+
+    def hot_kernels(self) -> tuple[object, ...]:
+        return hot_gemm(self.blocking)
 
 
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,

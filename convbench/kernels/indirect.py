@@ -20,7 +20,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from convbench.kernels.base import Algorithm, ParamValue, Prepared
-from convbench.kernels.gemm import BLOCKING_PARAMS, Blocking, blocking_from
+from convbench.kernels.gemm import BLOCKING_PARAMS, Blocking, blocking_from, blocking_unfit
 from convbench.spec.problem import ConvProblem
 
 _PAD = -1   # offset marking a padding tap (bound to the zero vector)
@@ -101,6 +101,9 @@ class IndirectNHWC(Prepared):
             if self.gout is not None:
                 c[:, g * p.ocg:(g + 1) * p.ocg] = self.gout
 
+    def hot_kernels(self) -> tuple[object, ...]:
+        return (self.kernels.indirect,)
+
     def info(self) -> dict[str, ParamValue]:
         padding_taps = int(np.count_nonzero(self.offsets[:self.p.mb * self.p.oh * self.p.ow]
                                             == _PAD))
@@ -124,6 +127,7 @@ ALGORITHMS = [
         layouts=("nhwc",),
         build=_build,
         params=PARAMS,
+        applies=lambda problem, layout, params: blocking_unfit(params),
         notes="No im2col copy: the packed-GEMM micro-kernel reads input rows through an "
               "indirection buffer of addresses; padding taps read one zero vector.",
     )

@@ -6,7 +6,7 @@ see :mod:`convbench.kernels.layouts`.  Parameters, named as in the paper:
 - ``ic_bn`` (x): input channels per block, the innermost reduction step;
 - ``oc_bn`` (y): output channels per block, the vector lanes of every accumulator;
 - ``reg_n``: output-width positions held in accumulators at once (reg_n x oc_bn floats:
-  reg_n * oc_bn / 16 zmm registers);
+  reg_n * ceil(oc_bn / lanes) vector registers: 16 lanes a zmm, 4 a NEON q register);
 - ``unroll_ker``: the kernel's R x S loop bounds compiled in (LLVM may then unroll them).
 
 For every (image, output-channel block, output row) -- the parallel loop -- and every
@@ -27,7 +27,10 @@ accumulators, 28 FMAs per two channels), 110-115 GFLOP/s of the ~117 peak on Res
 3x3 layers.  Written as numba loops instead, the same tile compiled to scalar FMAs or
 gathers (2.6-7 GFLOP/s): LLVM fully unrolls a 16- or 32-lane loop of constant trip count
 before the loop vectoriser sees it (the NR = 32 trap of :mod:`convbench.kernels.gemm`).
-Tiles needing more than :data:`ZMM_ACCUMULATORS` registers spill (16 x 32: 40-90 GFLOP/s;
+On aarch64 (numba's code for a Neoverse N1 under tools/arm64.sh) the same intrinsics
+compile to reg_n * oc_bn / 4 ``fmla v.4s`` per input channel, no scalar FP; the parameter
+domains there are the 4-lane ones (OC_BN, REG_N below).
+Tiles needing more than :data:`MAX_ACCUMULATORS` registers spill (16 x 32: 40-90 GFLOP/s;
 28 x 32: 15-65) and are skipped with a reason.
 
 The in/out layouts are "nchw{ic_bn}c"/"nchw{oc_bn}c": the harness converts outside the
@@ -47,25 +50,41 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from convbench import host
 from convbench.kernels import layouts
 from convbench.kernels._numba_support import cached_closure, stable_identity
 from convbench.kernels.base import Algorithm, Ints, Param, ParamValue, Prepared
 from convbench.spec.problem import ConvProblem
 
+# The register file the tiles are planned for: 32 zmm of 16 float32 lanes on x86, 32 NEON
+# q registers of 4 lanes on aarch64 (convbench.host.register_file).  An accumulator row of
+# oc_bn lanes takes ceil(oc_bn / LANES) registers.
+REGISTERS = host.register_file()
+LANES = REGISTERS.lanes
 IC_BN = (8, 16)
-OC_BN = (16, 32)
-# 7 divides every output width of the shipped networks (224, 112, 56, 28, 14, 7): no idle
-# accumulators; 8/16/28 show what a power of two or a wider tile costs on them.
-REG_N = (4, 7, 8, 14, 16, 28)
+if REGISTERS.lanes >= 16:
+    OC_BN = (16, 32)
+    # 7 divides every output width of the shipped networks (224, 112, 56, 28, 14, 7): no
+    # idle accumulators; 8/16/28 show what a power of two or a wider tile costs on them.
+    REG_N = (4, 7, 8, 14, 16, 28)
+    DEFAULT_IC_BN, DEFAULT_OC_BN, DEFAULT_REG_N = 16, 32, 7
+else:
+    # 4-lane NEON: oc_bn = 8 or 16 is 2 or 4 registers a row, so a tile of 14-24
+    # accumulators has 4-12 positions (the zmm grid's 7 x 32 needs 56: spills, 65 reloads
+    # in its loop).  6 x 16 is the default: 24 accumulators (no reload), each broadcast
+    # input feeding 4 FMAs and each weight vector 6; 7 x 8 keeps the divides-every-width
+    # 7 at 14 accumulators; 7 x 16 and 12 x 16 show the skip of a tile that does not fit.
+    OC_BN = (8, 16)
+    REG_N = (4, 6, 7, 12)
+    DEFAULT_IC_BN, DEFAULT_OC_BN, DEFAULT_REG_N = 16, 16, 6
 # The R x S bounds compiled in made no measurable difference (LLVM keeps the ic loop as
 # the hot loop either way): True stays available to a suite's sweep.params.
 UNROLL_KER = (False,)
-DEFAULT_IC_BN, DEFAULT_OC_BN, DEFAULT_REG_N = 16, 32, 7
-# 32 zmm registers less one weight vector per 16 lanes of oc_bn and a broadcast input
-ZMM_ACCUMULATORS = 28
-# The tuning space (tuning_space below).  A zmm register holds 16 float32 lanes: an
-# accumulator row of oc_bn lanes takes ceil(oc_bn / 16) registers.
-LANES = 16
+# The most accumulators a tile may take: the register file less the weight vectors and the
+# broadcast input (28 of 32 zmm, 24 of 32 q: measured, see convbench.host)
+MAX_ACCUMULATORS = REGISTERS.accumulators
+# reg_n's bound for a suite: a reg_n past the zmm budget fits no register file at any oc_bn
+REG_N_BOUND = host.ZMM.accumulators
 # Independent accumulators that keep both 512-bit FMA pipes busy: FMA latency 4 x 2 pipes
 # (the machine-peak kernel needs eight chains for the same reason).  A tile with fewer
 # waits on its own FMAs.
@@ -292,7 +311,7 @@ def layout_transform_seconds(problem: ConvProblem, ic_bn: int, oc_bn: int,
 
 
 def _accumulators(reg_n: int, oc_bn: int) -> int:
-    return reg_n * -(-oc_bn // LANES)
+    return reg_n * REGISTERS.vectors(oc_bn)
 
 
 def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]) -> str | None:
@@ -300,9 +319,10 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
         return "NCHW[x]c here supports groups = 1 only"
     reg_n, oc_bn = (int(params.get("reg_n", DEFAULT_REG_N)),
                     int(params.get("oc_bn", DEFAULT_OC_BN)))
-    if _accumulators(reg_n, oc_bn) > ZMM_ACCUMULATORS:
-        return (f"reg_n x oc_bn = {reg_n} x {oc_bn} needs {_accumulators(reg_n, oc_bn)} zmm "
-                f"accumulators, more than the {ZMM_ACCUMULATORS} that fit: spills")
+    if _accumulators(reg_n, oc_bn) > MAX_ACCUMULATORS:
+        return (f"reg_n x oc_bn = {reg_n} x {oc_bn} needs {_accumulators(reg_n, oc_bn)} "
+                f"{REGISTERS.name} accumulators, more than the {MAX_ACCUMULATORS} that fit: "
+                f"spills")
     return None
 
 
@@ -330,7 +350,7 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
     capped at :data:`SPACE_CAP` candidates:
 
     - ic_bn among the factors of the input channels, oc_bn among those of the output
-      channels that are whole zmm vectors (multiples of :data:`LANES`; all factors when
+      channels that are whole vector registers (multiples of :data:`LANES`; all factors when
       none is), reg_n among the factors of the output width (a factor leaves no
       zero-padded block and no idle accumulator), each within its :class:`Param`'s bounds;
       unroll_ker both ways;
@@ -391,13 +411,13 @@ ALGORITHMS = [
         params=(
             # Any block computes correctly (channels are zero padded to whole blocks);
             # 64 bounds the padding and one accumulator vector (oc_bn lanes).  reg_n past
-            # ZMM_ACCUMULATORS needs more registers than exist at any oc_bn (_applies).
+            # REG_N_BOUND needs more registers than exist at any oc_bn (_applies).
             Param("ic_bn", IC_BN, DEFAULT_IC_BN, "input channels per block (x of NCHW[x]c)",
                   allowed=Ints(1, 64)),
             Param("oc_bn", OC_BN, DEFAULT_OC_BN, "output channels per block: lanes (y)",
                   allowed=Ints(1, 64)),
             Param("reg_n", REG_N, DEFAULT_REG_N, "output-width positions per register tile",
-                  allowed=Ints(1, ZMM_ACCUMULATORS)),
+                  allowed=Ints(1, REG_N_BOUND)),
             Param("unroll_ker", UNROLL_KER, False, "compile the kernel's R x S in",
                   allowed=(False, True)),
         ),

@@ -22,7 +22,7 @@ import numpy as np
 
 from convbench.kernels._numba_support import cached_closure
 from convbench.kernels.base import Algorithm, Ints, Param, ParamValue, Prepared
-from convbench.kernels.gemm import BLOCKING_PARAMS, Blocking, blocking_from
+from convbench.kernels.gemm import BLOCKING_PARAMS, Blocking, blocking_from, blocking_unfit
 from convbench.spec.problem import ConvProblem
 
 PARAMS = (
@@ -130,6 +130,9 @@ class SpatialPackNHWC(Prepared):
         self.kernel(x, self.offsets, self.wpacked, y, self.tile_h, self.tile_w, self.win_h,
                     self.win_w, p.sh, p.sw, p.ph, p.pw, self.taps_per_chunk)
 
+    def hot_kernels(self) -> tuple[object, ...]:
+        return (self.kernel,)
+
     def info(self) -> dict[str, ParamValue]:
         """Halo overhead: input elements copied into windows per element of the input."""
         p = self.p
@@ -143,7 +146,7 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
              ) -> str | None:
     if problem.g != 1:
         return "groups > 1 not supported (one window holds all input channels)"
-    return None
+    return blocking_unfit(params)
 
 
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from convbench.kernels.base import PERFORMED_FLOPS, Algorithm, Param, ParamValue, Prepared
-from convbench.kernels.gemm import GEMM_BACKEND, Blocking, own_blocking
+from convbench.kernels.gemm import GEMM_BACKEND, Blocking, hot_gemm, own_blocking
 from convbench.spec.problem import ConvProblem
 
 MAX_DEPTH = 3
@@ -205,6 +205,9 @@ class StrassenNCHW(Prepared):
             self.xpad[:self.l, :self.e] = xm
             self._multiply(self.left, self.xpad, self.ypad, 0)
             ym[:] = self.ypad[:self.h, :self.e]
+
+    def hot_kernels(self) -> tuple[object, ...]:
+        return hot_gemm(self.blocking)
 
     def info(self) -> dict[str, ParamValue]:
         plain = self.e * self.l * self.h

@@ -41,11 +41,15 @@ from convbench.kernels.base import (
     Prepared,
 )
 from convbench.kernels.gemm import (
+    DEFAULT_MR,
+    DEFAULT_NR,
     GEMM_BACKEND,
     GEMM_BACKENDS,
     MR_CHOICES,
+    REGISTERS,
     Blocking,
     gemm_backend,
+    tile_unfit,
 )
 from convbench.kernels.winograd_transforms import TRANSFORMS, Transform
 from convbench.spec.problem import ConvProblem
@@ -58,8 +62,9 @@ TILE_BLOCKS = (64, 256, 1024)
 # rows.  MR = 4 ran ~10% below 5 and 6 per row at equal padding on the Zen 4 host (one
 # B load per 4 instead of 5 or 6 FMAs; 91 vs 100 GFLOP/s at 64 tiles x 256 x 256), so
 # its rows count MR4_ROW_COST; 8 (32 zmm accumulators, all the registers) ran at ~60
-# GFLOP/s and is left out.
-MR_AUTO = (4, 5, 6)
+# GFLOP/s and is left out.  On 4-lane NEON a 64-wide row takes 16 of the 32 registers:
+# MR = 1, the GEMM's default there, is the only tile that fits (convbench.kernels.gemm).
+MR_AUTO = (4, 5, 6) if REGISTERS.lanes >= 16 else (DEFAULT_MR,)
 MR4_ROW_COST = 1.1
 
 
@@ -243,8 +248,11 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
         return "Winograd needs a dense (undilated) kernel"
     if p.g != 1:
         return "Winograd here supports groups = 1 only"
-    if gemm_backend(params) == "blas" and params.get("MR", "auto") != "auto":
+    mr = params.get("MR", "auto")
+    if gemm_backend(params) == "blas" and mr != "auto":
         return "MR only tunes gemm=own"
+    if gemm_backend(params) == "own" and mr != "auto":
+        return tile_unfit(int(mr), DEFAULT_NR)
     return None
 
 

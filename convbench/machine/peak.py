@@ -1,4 +1,5 @@
-"""FP32 peak: an FMA micro-benchmark at 256- and 512-bit vector width, 1..N threads.
+"""FP32 peak: an FMA micro-benchmark at each explicit vector width (x86: 256 and 512 bits;
+aarch64: 128), 1..N threads.
 
 The width is fixed by ``NUMBA_CPU_FEATURES`` (:func:`convbench.host.cpu_features`, the same
 string the kernels' workers run under), which numba reads once at import, so each width
@@ -20,7 +21,11 @@ from typing import Any
 
 from convbench import host
 
-WIDTHS = ("256", "512")
+# The explicit widths whose peak `convbench machine` measures: x86's two (a CPU without
+# AVX-512 gets a note in place of the 512-bit one) or aarch64's NEON width.
+_HOST_WIDTHS = host.vector_widths()
+WIDTHS = ("256", "512") if "256" in _HOST_WIDTHS else tuple(w for w in _HOST_WIDTHS
+                                                            if w != "auto")
 
 
 def _measure_here(threads: list[int], min_seconds: float, repeats: int) -> dict[str, Any]:
@@ -71,7 +76,7 @@ def measure_width(width: str, threads: list[int], min_seconds: float = 0.2,
     thread count (as strings), ``asm_width`` (bits LLVM used) and ``packed_fma``."""
     features = host.cpu_features(width)
     if features is None:
-        raise ValueError("the peak is measured at an explicit width (256 or 512), not auto")
+        raise ValueError("the peak is measured at an explicit width (128, 256 or 512), not auto")
     env = {**os.environ, host.FEATURES_ENV: features}
     cmd = [sys.executable, "-m", "convbench.machine.peak", "--threads",
            ",".join(map(str, threads)), "--seconds", str(min_seconds), "--repeats",

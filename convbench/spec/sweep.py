@@ -12,7 +12,7 @@ Format (every key optional)::
       algorithms: [direct, im2col]     # default: every registered algorithm
       layouts: [nchw, nhwc]            # default: every layout an algorithm takes
       threads: [1, 2]
-      vector_widths: [auto]            # auto, 256, 512
+      vector_widths: [auto]            # auto, 128 (aarch64), 256, 512 (x86)
       cache: [warm]                    # warm, cold-weights, cold
       params: {im2col: {gemm: [blas, own]}}   # replaces a parameter's default domain
       timing: {min_time: 0.02, values: 5, warmups: 1, timeout: 120, processes: 3}
@@ -31,7 +31,9 @@ from convbench.spec.where import Where, key
 SWEEP_KEYS = {"algorithms", "layouts", "threads", "vector_widths", "cache", "params",
               "timing", "tolerance"}
 TIMING_KEYS = ("min_time", "values", "warmups", "timeout", "processes")
-VECTOR_WIDTHS = ("auto", "256", "512")
+# Every width a suite may name; the host decides which of them run (the others are skipped
+# with convbench.host.width_unsupported's reason), so one suite serves x86 and ARM hosts.
+VECTOR_WIDTHS = ("auto", "128", "256", "512")
 # Cache state a layer is timed in: warm (its buffers stay in cache between calls), cold
 # weights (the kernel's packed weights evicted before each call), cold (everything evicted).
 CACHE_MODES = (WARM, "cold-weights", "cold")

@@ -1,14 +1,18 @@
 """The hot loops of the baseline kernels compile to packed FMAs (numba's vectorisation is
 fragile: a scalar fallback is silent and 5-10x slower)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from convbench.harness.inputs import make_inputs
 from convbench.kernels import direct, im2col
-from convbench.kernels.asm import dispatcher_asm, fp_profile
+from convbench.kernels.asm import SCALABLE, dispatcher_asm, fp_profile
 from convbench.kernels.layouts import to_layout
 from convbench.spec.problem import ConvProblem
+
+ASM = Path(__file__).parents[1] / "data" / "asm"
 
 
 @pytest.mark.parametrize("cls, layout, fn", [
@@ -40,6 +44,36 @@ def test_fp_profile_reads_x86_and_arm_syntax():
     assert prof.packed_other == {512: 1}
     assert (prof.scalar_fma, prof.scalar_other) == (2, 1)
     assert prof.widest == 512 and prof.vectorised
+
+
+def test_fp_profile_reads_aarch64_widths_from_the_arrangement():
+    asm = "\n".join([
+        "\tfmla\tv30.4s, v11.4s, v12.s[0]",     # by element: still 4 lanes
+        "\tfmla\tv1.2d, v2.2d, v3.2d",
+        "\tfmla\tv0.2s, v1.2s, v2.2s",          # the 64-bit half-register form
+        "\tfmla\ts0, s1, v2.s[1]",              # by element into a scalar: one lane
+        "\tfnmadd\td0, d1, d2, d3",
+        "\tfaddp\tv0.4s, v1.4s, v2.4s",
+        "\tfmla\tz0.s, p0/m, z1.s, z2.s",       # SVE: the machine's width
+        "\tfmad\tz0.s, p0/m, z1.s, z2.s",
+        "\tldr\tq0, [x0]",                      # no FP arithmetic
+        "\tfmov\ts0, #1.0",
+    ])
+    prof = fp_profile(asm)
+    assert prof.packed_fma == {128: 2, 64: 1, SCALABLE: 2}
+    assert prof.packed_other == {128: 1}
+    assert (prof.scalar_fma, prof.scalar_other) == (2, 0)
+
+
+def test_fp_profile_reads_numba_code_for_aarch64():
+    # numba's own aarch64 output (tests/data/asm/README.md says how it was made): the
+    # 4-lane NCHW[x]c tile is packed NEON, a loop-carried recurrence is scalar fmadd
+    tile = fp_profile((ASM / "aarch64_nchwc_6x16.s").read_text())
+    assert tile.packed_fma == {128: 24} and tile.packed_other == {}
+    assert (tile.scalar_fma, tile.scalar_other) == (0, 0) and tile.widest == 128
+    recurrence = fp_profile((ASM / "aarch64_scalar_recurrence.s").read_text())
+    assert not recurrence.vectorised and recurrence.packed_other == {}
+    assert (recurrence.scalar_fma, recurrence.scalar_other) == (3, 0)
 
 
 def test_unfold_is_compiled():

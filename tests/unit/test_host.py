@@ -24,6 +24,28 @@ def test_widths_offer_auto_and_512_only_with_avx512f():
     assert ("512" in widths) == ("avx512f" in cpu.flags)
 
 
+def test_aarch64_offers_the_neon_width_and_x86_the_prefer_256_widths():
+    arm = host.CpuId("ARM", model=0xD0C, implementer=0x41, flags=("fp", "asimd"),
+                     arch="aarch64")
+    zen = host.CpuId("AuthenticAMD", 25, 17, flags=("avx2", "avx512f"), arch="x86_64")
+    assert host.vector_widths(arm) == ("auto", "128")
+    assert host.vector_widths(zen) == ("auto", "256", "512")
+    assert host.width_unsupported("128", arm) is None
+    assert host.width_unsupported("512", arm) == (
+        "vector width 512 needs AVX-512 (an x86 host with avx512f); this aarch64 host runs "
+        "auto, 128")
+    assert "needs NEON (an aarch64 host)" in host.width_unsupported("128", zen)
+    # tiles are planned for NEON's 32 x 4-lane registers on ARM, zmm's 32 x 16 elsewhere
+    assert host.register_file(arm) == host.NEON and host.register_file(zen) == host.ZMM
+    assert host.NEON.vectors(16) == 4 and host.ZMM.vectors(16) == 1 and host.NEON.vectors(6) == 2
+
+
+def test_a_width_the_host_cannot_run_has_no_feature_string():
+    other = "128" if host.detect_cpu().arch == "x86_64" else "512"
+    with pytest.raises(ValueError, match=f"vector width {other} needs"):
+        host.cpu_features(other)
+
+
 def test_caches_ascend_by_level_with_positive_sizes():
     caches = host.caches()
     if not caches:
