@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from convbench.errors import ConvbenchError
+from convbench.pids import alive
 from convbench.results import journal, pyperf_export, schema
 from convbench.results.lock import DirectoryLock
 from convbench.textsafe import csv_frame
-from convbench.pids import alive
 
 STATUS_RUNNING, STATUS_COMPLETE, STATUS_INTERRUPTED = "running", "complete", "interrupted"
 
