@@ -15,8 +15,9 @@ TOOL = Path(__file__).resolve().parents[1] / "tools" / "cache_model_table.py"
 
 def _row(kc: int, model: str, d1mr: int, dlmr: int) -> dict:
     variant = f"indirect/nhwc/KC={kc}/MC=20/MR=5/NR=64"
-    counts = {"sim_ir": 1000.0, "sim_dr": 300.0, "sim_dw": 100.0, "sim_d1mr": float(d1mr),
-              "sim_d1mw": 0.0, "sim_dlmr": float(dlmr), "sim_dlmw": 0.0}
+    # d1mr, dlmr in thousands of misses per call, of 400k data references
+    counts = {"sim_ir": 2.5e6, "sim_dr": 3e5, "sim_dw": 1e5, "sim_d1mr": 1e3 * d1mr,
+              "sim_d1mw": 0.0, "sim_dlmr": 1e3 * dlmr, "sim_dlmw": 0.0}
     return {"case_id": f"conv|{variant}|t1|vauto", "suite": "s", "layer": "conv",
             "variant": variant, "algorithm": "indirect", "layout": "nhwc",
             "params": json.dumps({"KC": kc, "MC": 20, "MR": 5, "NR": 64}, sort_keys=True),
@@ -52,14 +53,17 @@ def test_models_side_by_side_per_layer_and_setting(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == ("| layer | setting | instructions (M) | D1 cortex-a72 | LL cortex-a72 "
-                        "| D1 sapphire-rapids | LL sapphire-rapids |")
+                        "| LL misses cortex-a72 | D1 sapphire-rapids | LL sapphire-rapids "
+                        "| LL misses sapphire-rapids |")
     # only the parameter that differs names the setting; rates as the rows recorded them
-    assert lines[2] == "| conv | KC=64 | 0.00 | 10.00% | 25.00% | 5.00% | 10.00% |"
-    assert lines[3] == "| conv | KC=4608 | 0.00 | 20.00% | 75.00% | 10.00% | 10.00% |"
+    assert lines[2] == ("| conv | KC=64 | 2.50 | 10.00% | 25.00% | 10.0k | 5.00% | 10.00% "
+                        "| 2.0k |")
+    assert lines[3] == ("| conv | KC=4608 | 2.50 | 20.00% | 75.00% | 60.0k | 10.00% | 10.00% "
+                        "| 4.0k |")
     long = _tool(a72, spr, "--long", "--csv")
     assert long.returncode == 0, long.stderr
     assert len(long.stdout.splitlines()) == 1 + 4
-    assert "conv,KC=4608,cortex-a72,1000.0,400.0,80.0,60.0," in long.stdout
+    assert "conv,KC=4608,cortex-a72,2500000.0,400000.0,80000.0,60000.0," in long.stdout
 
 
 def test_one_model_twice_or_no_counts_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 Owns one job: read the results directories of ``convbench run --counters sim
 --cache-model NAME`` runs (one per model, or several models mixed) and print one table
 that sets the models side by side, for comparing tile settings across caches (issue 21,
-item 4).  The counts are per kernel call, as the runs recorded them:
+item 4).  The counts are per kernel call, as the runs recorded them (with D1mr/D1mw the D1
+read/write misses, DLmr/DLmw the LL's, Dr/Dw the data reads/writes):
 
 - D1 miss rate = (D1mr + D1mw) / (Dr + Dw)          (the rows' ``l1d_miss_rate``)
 - LL miss rate = (DLmr + DLmw) / (D1mr + D1mw)      (``llc_miss_rate``: of the D1 misses)
@@ -68,7 +69,8 @@ def long_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def wide_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per layer and setting: instructions, then D1 / LL miss rates per model."""
+    """One row per layer and setting: instructions, then per model the D1 and LL miss
+    rates and the LL misses per call."""
     models = list(dict.fromkeys(rows["cache_model"]))
     out = []
     for (layer, setting), group in rows.groupby(["layer", "setting"], sort=False):
@@ -82,6 +84,9 @@ def wide_table(rows: pd.DataFrame) -> pd.DataFrame:
             has = model in by_model.index
             line[f"D1 {model}"] = _pct(by_model.at[model, "l1d_miss_rate"]) if has else ""
             line[f"LL {model}"] = _pct(by_model.at[model, "llc_miss_rate"]) if has else ""
+            # the LL rate's denominator is the D1 misses, which the setting moves too
+            line[f"LL misses {model}"] = (f"{by_model.at[model, 'll_misses'] / 1e3:.1f}k"
+                                          if has else "")
         out.append(line)
     return pd.DataFrame(out)
 
