@@ -68,6 +68,25 @@ def test_a_commit_appends_one_line_and_rewrites_nothing(tmp_path: Path) -> None:
     assert done.complete and list(done.table["median_s"]) == [1e-3, 2e-3, 3e-3]
 
 
+def test_a_counting_pass_keeps_its_words_in_the_table(tmp_path: Path) -> None:
+    """A separate counting pass merges ``ctr_source`` (text) with its counts; the table
+    keeps the text, running (journal replayed) and complete alike, where a numeric
+    conversion of every counter column once turned it into NaN."""
+    out = tmp_path / "run"
+    st = _create(out, planned=1)
+    st.add(_row(0), _values(0))
+    st.update(_row(0)["case_id"], {"ctr_source": "simulated (callgrind cache-sim)",
+                                   "sim_ir": 48989399.0, "l1d_miss_rate_reason": None})
+    tables = [store.load(out).table]
+    st.set_status(store.STATUS_COMPLETE)
+    st.close()
+    tables.append(store.load(out).table)
+    for table in tables:
+        assert table["ctr_source"].tolist() == ["simulated (callgrind cache-sim)"]
+        assert table["sim_ir"].dtype == "float64"
+        assert table["sim_ir"].tolist() == [48989399.0]
+
+
 def test_a_torn_last_line_is_dropped_and_overwritten(tmp_path: Path) -> None:
     out = tmp_path / "run"
     st = _create(out)

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from convbench.errors import ConvbenchError
+from convbench.pids import alive
 from convbench.results import journal, pyperf_export, schema
 from convbench.results.lock import DirectoryLock
 from convbench.textsafe import csv_frame
-from convbench.pids import alive
 
 STATUS_RUNNING, STATUS_COMPLETE, STATUS_INTERRUPTED = "running", "complete", "interrupted"
 
@@ -77,11 +77,19 @@ def to_frame(rows: list[Mapping[str, Any]]) -> Any:
         else:
             frame[col] = frame[col].astype(_pandas_dtype(dtype))
     for col in extra:
-        if col.endswith("_reason"):
+        if col.endswith("_reason") or _is_text(frame[col]):
             frame[col] = frame[col].astype("string")
         else:
             frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
     return frame
+
+
+def _is_text(column: Any) -> bool:
+    """A counter column whose values are all words (``ctr_source``: "simulated ..."),
+    which a numeric conversion would turn into NaN; a column mixing numbers and text is
+    numeric, its text missing."""
+    present = column.dropna()
+    return len(present) > 0 and all(isinstance(v, str) for v in present)
 
 
 def values_frame(values: list[Mapping[str, Any]]) -> Any:
