@@ -45,6 +45,14 @@ class CpuId:
     arch: str = ""                # platform.machine(): x86_64, aarch64, ...
 
 
+def cache_dir() -> Path:
+    """convbench's per-user cache folder on this host: ``$XDG_CACHE_HOME/convbench``
+    (default ``~/.cache/convbench``); machine limits, compile stamps, the callgrind helper."""
+    import os
+
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "convbench")
+
+
 def parse_cpuinfo(text: str) -> CpuId:
     """The first processor's identity from /proc/cpuinfo text (x86 or ARM)."""
     fields: dict[str, str] = {}

@@ -25,14 +25,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from convbench import host
 from convbench.harness.plan import Case
 from convbench.harness.protocol import Job, Message, Result
 from convbench.status import Status
 
 
 def stamp_dir() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "convbench" / "compiled"
+    return host.cache_dir() / "compiled"
 
 
 def _stamp(case: Case, compile_width: str) -> Path:

@@ -58,8 +58,7 @@ FORMAT_VERSION = 2
 def default_dir() -> Path:
     if os.environ.get("CONVBENCH_MACHINE_DIR"):
         return Path(os.environ["CONVBENCH_MACHINE_DIR"])
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "convbench" / "machine"
+    return host.cache_dir() / "machine"
 
 
 def host_identity() -> dict[str, Any]:

@@ -143,17 +143,12 @@ def prime_first_use() -> None:
 
 
 # -- the client-request helper -------------------------------------------------------
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base, "convbench")
-
-
 def build_helper() -> Path:
     """Compile (once per helper source) the callgrind client-request helper; its path."""
     import hashlib
 
     tag = hashlib.sha256(_HELPER_C.encode()).hexdigest()[:12]
-    lib = _cache_dir() / f"cb_callgrind_{tag}.so"
+    lib = host.cache_dir() / f"cb_callgrind_{tag}.so"
     if not lib.exists():
         if not Path("/usr/include/valgrind/callgrind.h").exists():
             raise RuntimeError("valgrind/callgrind.h missing: install valgrind "
