@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -201,6 +203,32 @@ def test_resume_skips_tuned_layers_and_finishes_a_partial_one(tuned, tmp_path, c
     assert (group.measured, group.reused) == (2, 6)
     added = records.read(partial)[6:]
     assert [(r["round"], r["final"]) for r in added] == [(1, True), (1, True)]
+
+
+def test_exhaustive_measures_every_candidate_once_at_the_suites_timing(tuned, tmp_path, cli):
+    path = tmp_path / "grid.jsonl"
+    code, out, _ = cli("tune", SUITE, "--records", path, "--exhaustive", "-q")
+    assert code == 0 and "6 candidates, 6 measurements in 1 rounds" in out
+    grid = records.read(path)
+    halving = records.read(tuned)
+    assert sorted(r["variant"] for r in grid) == sorted(r["variant"] for r in halving[:6])
+    assert all(r["round"] == 0 and r["final"] and r["status"] == "ok" for r in grid)
+    assert {r["min_time"] for r in grid} == {halving[-1]["min_time"]}   # the final round's
+    key = records.GroupKey.of(grid[0])
+    best = records.best(grid, descriptor=key.descriptor, threads=1, vector_width="auto",
+                        cache="cold-weights", host=key.host)
+    assert best == min(grid, key=lambda r: r["median_s"])
+    # tools/tune_vs_grid.py: the halving's pick judged by the grid's own median of it
+    tool = Path(__file__).resolve().parents[1] / "tools" / "tune_vs_grid.py"
+    done = subprocess.run([sys.executable, str(tool), str(tuned), str(path)],
+                          capture_output=True, text=True, check=True)
+    pick = records.best(halving, descriptor=key.descriptor, threads=1, vector_width="auto",
+                        cache="cold-weights", host=key.host)
+    seen = next(r for r in grid if r["variant"] == pick["variant"])
+    regret = 100 * (seen["median_s"] / best["median_s"] - 1)
+    assert "measurements halving 8 vs grid 6" in done.stdout
+    assert f"regret max {regret:.1f}%" in done.stdout
+    assert pick["variant"] in done.stdout and best["variant"] in done.stdout
 
 
 def test_budget_spent_stops_before_a_round(tmp_path):

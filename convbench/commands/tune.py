@@ -31,11 +31,15 @@ from convbench.commands.run import _thread_list, _word_list
               help="Keep candidates matching every KEY=GLOB of one --only (as for run).")
 @click.option("--exclude", multiple=True, metavar="KEY=GLOB[,KEY=GLOB]",
               help="Drop candidates matching every KEY=GLOB of one --exclude (as for run).")
+@click.option("--exhaustive", is_flag=True,
+              help="No halving: measure every candidate once at the suite's timing (the "
+                   "full grid, to check what the halving finds against; slow).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 def command(suite: str, budget_s: float | None, records_path: Path | None, resume: bool,
             cache_modes: str, threads: str | None, vector_widths: str | None,
-            only: tuple[str, ...], exclude: tuple[str, ...], seed: int, quiet: bool) -> int:
+            only: tuple[str, ...], exclude: tuple[str, ...], exhaustive: bool, seed: int,
+            quiet: bool) -> int:
     """Find each layer's fastest variant of SUITE's sweep with few measurements.
 
     Per layer group (thread count, vector width, cache mode) the candidates -- the
@@ -55,7 +59,7 @@ def command(suite: str, budget_s: float | None, records_path: Path | None, resum
         vector_widths=_word_list(vector_widths, "--vector-widths", VECTOR_WIDTHS),
         cache=_word_list(cache_modes, "--cache", CACHE_MODES))
     outcome = tune_suite(suite, options, records_path, resume=resume, budget_s=budget_s,
-                         quiet=quiet)
+                         quiet=quiet, exhaustive=exhaustive)
     click.echo(f"records: {outcome.path}")
     if outcome.budget_spent or outcome.interrupted:
         why = "budget spent" if outcome.budget_spent else "interrupted"

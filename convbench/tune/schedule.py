@@ -76,6 +76,12 @@ def rounds(n: int, final: TimingOptions, first_index: int = 0) -> list[Round]:
             for i, count in enumerate(counts)]
 
 
+def grid(n: int, final: TimingOptions, first_index: int = 0) -> list[Round]:
+    """No halving: all ``n`` candidates in one final round at the suite's timing -- the
+    exhaustive search (``tune --exhaustive``) the halving's choice is judged against."""
+    return [Round(first_index, n, final, final=True)]
+
+
 def select(scores: Mapping[K, float | None]) -> list[K]:
     """The candidates that go on: the best third (lowest scores, at least one) of those
     with a finite score; a candidate without one (it failed) is dropped.  Ties keep the

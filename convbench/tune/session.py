@@ -20,6 +20,10 @@ round lacks).  Checking only between rounds let ``--budget 30`` run 7.5 minutes:
 ResNet-18's conv1 had 211 candidates, most of them nchwc variants that each compile.  A
 round measured in one worker ranks by median; one split over several ranks by the in-run
 reference ratio, which absorbs the machine's drift between those workers.
+
+``--exhaustive`` measures every candidate once at the suite's timing (one final round,
+:func:`.schedule.grid`): the full grid's best, which the halving is meant to find with a
+fraction of the measuring, so that claim can be checked (``tools/tune_vs_grid.py``).
 """
 
 from __future__ import annotations
@@ -110,8 +114,10 @@ class Session:
     def __init__(self, plan: Plan, options: RunOptions, path: Path, host: str,
                  environment: dict[str, Any], resume: bool = False,
                  budget_s: float | None = None, quiet: bool = False,
-                 say: Callable[[str], None] | None = None, chunk: int = CHUNK):
+                 say: Callable[[str], None] | None = None, chunk: int = CHUNK,
+                 exhaustive: bool = False):
         self.plan = plan
+        self.schedule = schedule.grid if exhaustive else schedule.rounds
         self.chunk = chunk
         self.options = options
         self.path = path
@@ -160,7 +166,7 @@ class Session:
                 continue
             work.append((group, space.candidates(group, self.options.only,
                                                  self.options.exclude)))
-        total = sum(schedule.measurements(schedule.rounds(len(c.cases), self.plan.timing))
+        total = sum(schedule.measurements(self.schedule(len(c.cases), self.plan.timing))
                     for _, c in work if c.cases)
         bar = tqdm(total=total, file=sys.stderr, disable=self.quiet, unit="measurement",
                    dynamic_ncols=True)
@@ -202,7 +208,7 @@ class Session:
         alive = list(found.cases)
         index = 0
         while alive:
-            self.round = schedule.rounds(len(alive), self.plan.timing, index)[0]
+            self.round = self.schedule(len(alive), self.plan.timing, index)[0]
             if self.out_of_budget():
                 return result
             # this round's records from an earlier session (later lines win: measured again)
@@ -259,7 +265,8 @@ def _score(record: Mapping[str, Any] | None, by: str = "median_s") -> float | No
 
 def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path | None = None,
                resume: bool = False, budget_s: float | None = None, quiet: bool = False,
-               measure_machine: bool | None = None, chunk: int = CHUNK) -> TuneOutcome:
+               measure_machine: bool | None = None, chunk: int = CHUNK,
+               exhaustive: bool = False) -> TuneOutcome:
     """Tune a suite's plan (``options``: its overrides and filters) into a records file.
 
     Without ``resume`` the file must not hold records yet: appending a second tuning to
@@ -282,5 +289,5 @@ def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path |
     limits = limits_for_run({c.threads for c in plan.cases}, measure_machine,
                             lambda line: None if quiet else print(line, file=sys.stderr))
     session = Session(plan, options, path, host, {"machine": limits}, resume=resume,
-                      budget_s=budget_s, quiet=quiet, chunk=chunk)
+                      budget_s=budget_s, quiet=quiet, chunk=chunk, exhaustive=exhaustive)
     return session.run()

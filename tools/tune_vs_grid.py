@@ -1,0 +1,110 @@
+"""Judge ``convbench tune`` against the full grid: what the halving chose vs the grid's best.
+
+    python tools/tune_vs_grid.py HALVING.jsonl GRID.jsonl
+
+HALVING is the records of an ordinary ``convbench tune``, GRID those of ``convbench tune
+--exhaustive`` over the same suite, threads and cache mode (every candidate once at the
+suite's timing).  Per layer group it prints the candidates, the measurements each search
+took and their timed seconds (min_time x values summed over records: the measuring effort,
+independent of compiles and of the machine's load), the halving's choice and the grid's
+best, and the regret: the grid's own median of the halving's choice over the grid's best.
+The regret compares two medians of one run (the grid's), so drift between the two runs
+does not enter it; "tuned/grid" is the halving's final-round median over the grid's best,
+two different runs, shown for completeness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from convbench.tune import records
+
+
+def _timed_seconds(found: Sequence[Mapping[str, Any]]) -> float:
+    return sum(r["min_time"] * r["n_values"] for r in found)
+
+
+def judge(halving: Sequence[Mapping[str, Any]], grid: Sequence[Mapping[str, Any]]
+          ) -> list[dict[str, Any]]:
+    """One row per layer group found in both record lists."""
+    rows = []
+    keys = dict.fromkeys(records.GroupKey.of(r) for r in halving)
+    for key in keys:
+        mine = records.of_group(halving, key)
+        full = records.of_group(grid, key)
+        if not full:
+            continue
+        pick = records.best(mine, **_where(key))
+        top = records.best(full, **_where(key))
+        by_variant = records.last_per_variant(full)
+        seen = by_variant.get(pick["variant"]) if pick else None
+        regret = (seen["median_s"] / top["median_s"] - 1
+                  if seen and top and seen["median_s"] is not None else math.nan)
+        rows.append({
+            "layer": mine[0]["layer"], "threads": key.threads, "cache": key.cache,
+            "candidates": len(by_variant),
+            "halving_measurements": len(mine), "grid_measurements": len(full),
+            "halving_timed_s": _timed_seconds(mine), "grid_timed_s": _timed_seconds(full),
+            "halving_pick": pick["variant"] if pick else "",
+            "grid_best": top["variant"] if top else "",
+            "grid_best_us": top["median_s"] * 1e6 if top else math.nan,
+            "regret_pct": 100 * regret,
+            "tuned_over_grid": (pick["median_s"] / top["median_s"]
+                                if pick and top else math.nan),
+        })
+    return rows
+
+
+def _where(key: records.GroupKey) -> dict[str, Any]:
+    return {"descriptor": key.descriptor, "threads": key.threads,
+            "vector_width": key.vector_width, "cache": key.cache, "host": key.host}
+
+
+def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Totals: measurements and timed seconds of each search, regret (max, mean) and how
+    many layers are within 3% of the grid's best."""
+    regrets = [r["regret_pct"] for r in rows if math.isfinite(r["regret_pct"])]
+    return {
+        "layers": len(rows),
+        "halving_measurements": sum(r["halving_measurements"] for r in rows),
+        "grid_measurements": sum(r["grid_measurements"] for r in rows),
+        "halving_timed_s": sum(r["halving_timed_s"] for r in rows),
+        "grid_timed_s": sum(r["grid_timed_s"] for r in rows),
+        "regret_max_pct": max(regrets, default=math.nan),
+        "regret_mean_pct": sum(regrets) / len(regrets) if regrets else math.nan,
+        "within_3pct": sum(r <= 3.0 for r in regrets),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import pandas as pd
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("halving", type=Path)
+    parser.add_argument("grid", type=Path)
+    args = parser.parse_args(argv)
+    rows = judge(records.read(args.halving), records.read(args.grid))
+    if not rows:
+        print("no layer group is in both files", file=sys.stderr)
+        return 2
+    table = pd.DataFrame(rows)
+    with pd.option_context("display.width", 250, "display.max_columns", 30,
+                           "display.max_colwidth", 60):
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    total = summary(rows)
+    print(f"\n{total['layers']} layers; measurements halving {total['halving_measurements']}"
+          f" vs grid {total['grid_measurements']}; timed seconds halving "
+          f"{total['halving_timed_s']:.1f} vs grid {total['grid_timed_s']:.1f} "
+          f"({total['halving_timed_s'] / total['grid_timed_s']:.1%}); regret max "
+          f"{total['regret_max_pct']:.1f}%, mean {total['regret_mean_pct']:.1f}%; "
+          f"{total['within_3pct']} of {total['layers']} within 3% of the grid's best")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
