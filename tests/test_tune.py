@@ -135,6 +135,27 @@ def test_candidates_generated_per_layer_baselines_left_out(tmp_path):
     assert len(narrowed.cases) == len(found.cases) - 4
 
 
+def test_a_round_split_over_workers_ranks_by_median_not_reference_ratio():
+    # ResNet-50 res3a_branch2c, round 0 on the AMD host: the in-run reference took 0.92 ms
+    # in the first worker and 3.28 ms in the nchwc worker, so by reference ratio nchwc
+    # (3.42 ms) beat im2col (2.58 ms), the grid's best, and im2col was dropped
+    from types import SimpleNamespace
+
+    from convbench.tune.session import _scores
+
+    def case(variant):
+        return SimpleNamespace(variant=SimpleNamespace(id=variant))
+
+    got = {"im2col": {"status": "ok", "median_s": 2.576e-3, "ref_ratio": 2.807},
+           "nchwc": {"status": "ok", "median_s": 3.420e-3, "ref_ratio": 1.043},
+           "direct": {"status": "ok", "median_s": 26.09e-3, "ref_ratio": 25.69},
+           "broken": {"status": "fail", "median_s": None, "ref_ratio": None}}
+    scores = _scores([case(v) for v in [*got, "unmeasured"]], got)
+    assert scores == {"im2col": 2.576e-3, "nchwc": 3.420e-3, "direct": 26.09e-3,
+                      "broken": None, "unmeasured": None}
+    assert schedule.select(scores) == ["im2col"]
+
+
 # --- a real tuning -----------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

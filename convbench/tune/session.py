@@ -17,9 +17,16 @@ nothing already written.
 and the elapsed time is checked before each; once it is spent nothing more starts, what is
 recorded stays, and the outcome lists the groups left (``--resume`` measures what their
 round lacks).  Checking only between rounds let ``--budget 30`` run 7.5 minutes: round 0 of
-ResNet-18's conv1 had 211 candidates, most of them nchwc variants that each compile.  A
-round measured in one worker ranks by median; one split over several ranks by the in-run
-reference ratio, which absorbs the machine's drift between those workers.
+ResNet-18's conv1 had 211 candidates, most of them nchwc variants that each compile.
+
+A round ranks by median, also when it is split over several workers.  It used to rank a
+split round by the in-run reference ratio (to absorb drift between the workers), but the
+reference itself is not stable across workers: tuning ResNet-50 at 1 thread on the AMD host,
+the in-run sgemm took ~0.9 ms in the worker of the first 32 candidates and ~3.2 ms in the
+nchwc workers after it, so the ratio favoured nchwc 3.5x, and round 0 dropped the grid's best
+(im2col with BLAS, the lowest round-0 median) on 9 of 23 layers (regret up to 53% against
+``tune --exhaustive``).  Ranked by the same round-0 medians, the grid's best survives round 0
+on all 23.  The ratio is still recorded.
 
 ``--exhaustive`` measures every candidate once at the suite's timing (one final round,
 :func:`.schedule.grid`): the full grid's best, which the halving is meant to find with a
@@ -224,7 +231,7 @@ class Session:
                 self.runner.run_group(todo[start:start + self.chunk])
                 result.measured += len(todo[start:start + self.chunk])
             result.rounds += 1
-            scores = _scores(alive, self.got, split=len(todo) > self.chunk or bool(have))
+            scores = _scores(alive, self.got)
             if self.round.final:
                 break
             keep = set(schedule.select(scores))
@@ -244,23 +251,17 @@ def _say(line: str) -> None:
     tqdm.write(line, file=sys.stdout)
 
 
-def _scores(alive: Sequence[Case], got: Mapping[str, Mapping[str, Any]], split: bool
+def _scores(alive: Sequence[Case], got: Mapping[str, Mapping[str, Any]]
             ) -> dict[str, float | None]:
-    """The round's score per candidate: medians, or for a round measured in several workers
-    (``split``) the reference ratios, when every ok record of the round has one."""
-    ok = [r for r in got.values() if r["status"] == records.OK]
-    by = ("ref_ratio" if split and ok and all(r.get("ref_ratio") is not None for r in ok)
-          else "median_s")
-    return {c.variant.id: _score(got.get(c.variant.id), by) for c in alive}
-
-
-def _score(record: Mapping[str, Any] | None, by: str = "median_s") -> float | None:
-    """A candidate's figure ``by`` (median, or reference ratio) in a round; None when it
-    failed or left no record."""
-    if record is None or record["status"] != records.OK:
-        return None
-    value = record.get(by)
-    return None if value is None else float(value)
+    """The round's score per candidate: its median (None when it failed or left no
+    record); see the module's docstring for why not the reference ratio."""
+    scores: dict[str, float | None] = {}
+    for case in alive:
+        record = got.get(case.variant.id)
+        ok = record is not None and record["status"] == records.OK
+        value = record.get("median_s") if ok else None   # type: ignore[union-attr]
+        scores[case.variant.id] = None if value is None else float(value)
+    return scores
 
 
 def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path | None = None,
