@@ -102,7 +102,8 @@ def from_row(row: Mapping[str, Any], *, host: str, round_index: int, final: bool
             "median_s": _number(row.get("median_s")),
             "ci_low_s": _number(row.get("ci_low_s")),
             "ci_high_s": _number(row.get("ci_high_s")),
-            # optional (older records lack it): ranks a round split over several workers
+            # optional (older records lack it): the in-run reference ratio, kept for reading;
+            # rounds rank by median (tune.session says why)
             "ref_ratio": _number(row.get("ref_ratio")),
             "status": str(row["status"]), "reason": str(row.get("reason") or ""),
             "kernel_version": str(row.get("kernel_version") or ""), "time": time}
