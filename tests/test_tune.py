@@ -179,8 +179,7 @@ def test_tune_writes_a_record_per_candidate_and_round(tuned):
     first = sorted(found[:6], key=lambda r: r["median_s"])
     assert {r["variant"] for r in found[6:]} == {r["variant"] for r in first[:2]}
     key = records.GroupKey.of(found[0])
-    best = records.best(found, descriptor=key.descriptor, threads=1, vector_width="auto",
-                        cache="cold-weights", host=key.host)
+    best = records.best(found, key)
     assert best == min(found[6:], key=lambda r: r["median_s"])
 
 
@@ -236,15 +235,13 @@ def test_exhaustive_measures_every_candidate_once_at_the_suites_timing(tuned, tm
     assert all(r["round"] == 0 and r["final"] and r["status"] == "ok" for r in grid)
     assert {r["min_time"] for r in grid} == {halving[-1]["min_time"]}   # the final round's
     key = records.GroupKey.of(grid[0])
-    best = records.best(grid, descriptor=key.descriptor, threads=1, vector_width="auto",
-                        cache="cold-weights", host=key.host)
+    best = records.best(grid, key)
     assert best == min(grid, key=lambda r: r["median_s"])
     # tools/tune_vs_grid.py: the halving's pick judged by the grid's own median of it
     tool = Path(__file__).resolve().parents[1] / "tools" / "tune_vs_grid.py"
     done = subprocess.run([sys.executable, str(tool), str(tuned), str(path)],
                           capture_output=True, text=True, check=True)
-    pick = records.best(halving, descriptor=key.descriptor, threads=1, vector_width="auto",
-                        cache="cold-weights", host=key.host)
+    pick = records.best(halving, key)
     seen = next(r for r in grid if r["variant"] == pick["variant"])
     regret = 100 * (seen["median_s"] / best["median_s"] - 1)
     assert "measurements halving 8 vs grid 6" in done.stdout

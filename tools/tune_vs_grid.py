@@ -39,8 +39,8 @@ def judge(halving: Sequence[Mapping[str, Any]], grid: Sequence[Mapping[str, Any]
         full = records.of_group(grid, key)
         if not full:
             continue
-        pick = records.best(mine, **_where(key))
-        top = records.best(full, **_where(key))
+        pick = records.best(mine, key)
+        top = records.best(full, key)
         by_variant = records.last_per_variant(full)
         seen = by_variant.get(pick["variant"]) if pick else None
         regret = (seen["median_s"] / top["median_s"] - 1
@@ -58,11 +58,6 @@ def judge(halving: Sequence[Mapping[str, Any]], grid: Sequence[Mapping[str, Any]
                                 if pick and top else math.nan),
         })
     return rows
-
-
-def _where(key: records.GroupKey) -> dict[str, Any]:
-    return {"descriptor": key.descriptor, "threads": key.threads,
-            "vector_width": key.vector_width, "cache": key.cache, "host": key.host}
 
 
 def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:

@@ -89,8 +89,7 @@ def apply(plan: Plan, path: str | Path, host: str) -> tuple[Plan, Applied]:
     full: list[str] = []
     for group in plan.groups():
         first = group[0]
-        best = records.best(found, descriptor=str(first.problem), threads=first.threads,
-                            vector_width=first.vector_width, cache=first.cache, host=host)
+        best = records.best(found, records.GroupKey.of_case(first, host))
         case = tuned_case(first, best) if best is not None else None
         if case is None:
             cases += group

@@ -38,9 +38,12 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from convbench.errors import ConvbenchError
+
+if TYPE_CHECKING:
+    from convbench.harness.plan import Case
 
 FORMAT_VERSION = 1
 # field -> the JSON types it may hold (None: null allowed)
@@ -70,6 +73,11 @@ class GroupKey:
     def of(cls, record: Mapping[str, Any]) -> GroupKey:
         return cls(record["descriptor"], record["threads"], record["vector_width"],
                    record["cache"], record["host"])
+
+    @classmethod
+    def of_case(cls, case: Case, host: str) -> GroupKey:
+        """The group a plan's case belongs to, measured on ``host``."""
+        return cls(str(case.problem), case.threads, case.vector_width, case.cache, host)
 
     def __str__(self) -> str:
         return f"{self.descriptor} t{self.threads} v{self.vector_width} {self.cache}"
@@ -219,15 +227,13 @@ def last_per_variant(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[
     return last
 
 
-def best(records: Sequence[Mapping[str, Any]], *, descriptor: str, threads: int,
-         vector_width: str, cache: str, host: str) -> Mapping[str, Any] | None:
+def best(records: Sequence[Mapping[str, Any]], key: GroupKey) -> Mapping[str, Any] | None:
     """The tuned variant of a layer group, or None when no record of it is ok.
 
     Each variant counts with its record of the LAST round it reached; a variant whose last
     record failed is out.  Among the rest, the variants that reached the furthest round
     compete (a longer round's median beats a shorter round's, whichever is lower: the
     short rounds only rank), and the lowest median wins."""
-    key = GroupKey(descriptor, threads, vector_width, cache, host)
     last = [r for r in last_per_variant(of_group(records, key)).values()
             if r["status"] == OK and r["median_s"] is not None]
     if not last:

@@ -141,8 +141,7 @@ class Session:
         self.got: dict[str, Mapping[str, Any]] = {}
 
     def key(self, case: Case) -> GroupKey:
-        return GroupKey(str(case.problem), case.threads, case.vector_width, case.cache,
-                        self.host)
+        return GroupKey.of_case(case, self.host)
 
     def out_of_budget(self) -> bool:
         return self.budget_s is not None and time.monotonic() - self.started >= self.budget_s
@@ -166,9 +165,7 @@ class Session:
             if self.resume and records.finished(self.known, key):
                 outcome.groups.append(GroupOutcome(
                     group_label(group[0]), 0, already_tuned=True, finished=True,
-                    best=records.best(self.known, descriptor=key.descriptor,
-                                      threads=key.threads, vector_width=key.vector_width,
-                                      cache=key.cache, host=self.host)))
+                    best=records.best(self.known, key)))
                 self.say(outcome.groups[-1].line())
                 continue
             work.append((group, space.candidates(group, self.options.only,
@@ -238,9 +235,7 @@ class Session:
             alive = [c for c in alive if c.variant.id in keep]
             index += 1
         result.finished = True
-        result.best = records.best(self.known, descriptor=key.descriptor,
-                                   threads=key.threads, vector_width=key.vector_width,
-                                   cache=key.cache, host=self.host)
+        result.best = records.best(self.known, key)
         return result
 
 
