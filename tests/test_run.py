@@ -15,6 +15,7 @@ import pytest
 
 from convbench.harness import affinity, runner, supervise
 from convbench.harness.plan import build_plan
+from convbench.harness.threads import SETTLE_N
 from convbench.kernels import layouts
 from convbench.machine import store as machine_store
 from convbench.machine.store import fastest_width
@@ -77,6 +78,9 @@ def test_directory_has_every_file(tiny_run):
     measured = pd.read_parquet(tiny_run / schema.RESULTS_PARQUET).query("status != 'skip'")
     assert set(measured["cpus"]) == {pinned}
     assert env["workers"]["t1/vauto"]["numba_threading_layer"]
+    # every BLAS/OpenMP pool at the case's thread count, OpenBLAS settled before timing
+    assert {lib["num_threads"] for lib in env["workers"]["t1/vauto"]["blas"]} == {"1"}
+    assert env["workers"]["t1/vauto"]["blas_settled_by"] == f"sgemm {SETTLE_N}^3"
     # idle threads of one library must not spin into the next variant's time
     spin = env["workers"]["t1/vauto"]["spin"]
     for key, value in supervise.QUIET_SPIN_ENV.items():

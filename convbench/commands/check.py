@@ -149,8 +149,6 @@ def _apply_settings(threads: int, vector_width: str) -> None:
     if "numba" in sys.modules and os.environ.get(FEATURES_ENV) != before:
         raise ConvbenchError("--vector-width: numba is already loaded in this process; run "
                              "`convbench check` as a command of its own")
-    import numba
-    import threadpoolctl
+    from convbench.harness.threads import use_threads
 
-    numba.set_num_threads(threads)
-    threadpoolctl.threadpool_limits(threads)
+    use_threads(threads)

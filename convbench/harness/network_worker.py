@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from convbench.harness import oneshot
+from convbench.harness.threads import use_threads
 
 ONEDNN = "onednn"
 
@@ -49,17 +50,14 @@ def _build(label: str, plan: Any, graph: Any, weights: dict) -> tuple[Any, Any]:
 
 def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
     """Verify every pass of the job against the reference, then time the correct ones."""
-    import numba
     import numpy as np
-    import threadpoolctl
 
     from convbench.harness import coldcache, timer
     from convbench.network import executor, onednn_pass, planfile
     from convbench.network.reference import run_reference
 
     threads = job["threads"]
-    numba.set_num_threads(threads)
-    blas_limit = threadpoolctl.threadpool_limits(threads)  # noqa: F841 - held
+    blas_limit = use_threads(threads)  # noqa: F841 - held
     if ONEDNN in job["passes"] and onednn_pass.unavailable() is None:
         import torch
 

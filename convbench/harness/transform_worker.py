@@ -20,19 +20,17 @@ import sys
 from typing import Any
 
 from convbench.harness import oneshot
+from convbench.harness.threads import use_threads
 
 
 def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
     """Verify every transform of the job against numpy, then time the exact ones."""
-    import numba
     import numpy as np
-    import threadpoolctl
 
     from convbench.harness import timer
     from convbench.kernels import layouts, transforms
 
-    numba.set_num_threads(job["threads"])
-    blas_limit = threadpoolctl.threadpool_limits(job["threads"])  # noqa: F841 - held
+    blas_limit = use_threads(job["threads"])  # noqa: F841 - held
     timer.start_parallel_runtime()
     timing = job["timing"]
     rng = np.random.default_rng(job["seed"])

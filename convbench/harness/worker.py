@@ -38,6 +38,7 @@ from convbench.harness.protocol import (
     Result,
     Settings,
 )
+from convbench.harness.threads import SETTLE_N, use_threads
 from convbench.host import FEATURES_ENV, cpu_features
 from convbench.status import Status
 
@@ -105,8 +106,7 @@ def run_job(job: Job, channel: Channel) -> None:
 
     threads, timing = job.threads, job.timing
     cpus = affinity.format_cpu_list(affinity.allowed_cpus())  # as applied by main()
-    numba.set_num_threads(threads)
-    blas_limit = threadpoolctl.threadpool_limits(threads)  # noqa: F841 - held for the job
+    blas_limit = use_threads(threads)  # noqa: F841 - held for the job
     channel.send(Hello(settings={
         "threads": threads, "numba_threads": numba.get_num_threads(), "cpus": cpus,
         "vector_width": job.vector_width, "compile_width": job.compile_width,
@@ -114,7 +114,8 @@ def run_job(job: Job, channel: Channel) -> None:
         "spin": {k: os.environ.get(k, "")
                  for k in ("OPENBLAS_THREAD_TIMEOUT", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")},
         "blas": [{k: str(v) for k, v in lib.items()}
-                 for lib in threadpoolctl.threadpool_info()]}))
+                 for lib in threadpoolctl.threadpool_info()],
+        "blas_settled_by": f"sgemm {SETTLE_N}^3"}))
     count_kind = job.counters
     if counters.needs_separate_pass(count_kind) and not job.count_only:
         count_kind = "none"  # simulated counts come from their own pass
