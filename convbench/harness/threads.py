@@ -3,18 +3,21 @@ count, and OpenBLAS brought into its steady state before anything is verified, t
 counted.
 
 Why the settling GEMM: limited to one thread before its first call, numpy's OpenBLAS
-(0.3.31, ``Haswell`` kernels, AMD EPYC Zen 1 host) ran every GEMM of up to ~400^3 2-4x
-slower than it does after one larger GEMM has run in the process -- sgemm 256^3 3.1 ms
-instead of 0.8 ms, 128^3 0.22 ms instead of 0.10 -- and stayed there for as long as
-nothing larger ran (8 s watched).  At two threads there was no such state.  So a worker's
-BLAS speed depended on what ran in it before: tuning ResNet-50 at one thread, the in-run
-sgemm reference took ~0.76 ms in workers whose variants called BLAS on the layer's
-full-size GEMM and ~2.9 ms in the workers of nchwc variants only, a 3.5x swing in every
-``ref_ratio``, and a BLAS-backed variant's time depended on its neighbours.  Why OpenBLAS
-behaves so is not known here: not page faults (none per call in either state), not the
-operands' alignment (page offsets 0-2048 all slow), not more instructions (cachegrind:
-20 calls 628 M instructions in all without the settling GEMM, 661 M with it).  One 512^3 sgemm (~7 ms) at start ends it: with it
-the same nchwc-only worker's reference took 0.77 ms instead of 3.09.
+(0.3.31, ``Haswell`` kernels, AMD EPYC Zen 1 host) can sit in a state where its GEMMs run
+2-4x slower -- in a bare process sgemm 256^3 took 3.1 ms instead of 0.8 ms, 128^3 0.22
+instead of 0.10, and stayed so for as long as nothing larger ran (8 s watched); one GEMM of
+384^3 or more ended it there.  At two threads there was no such state.  In the workers the
+state came and went with what ran before: tuning ResNet-50 at one thread, the in-run sgemm
+reference took ~0.76 ms in some workers and 2.3-2.9 ms in others (a 3.5x swing in
+``ref_ratio``), and in the slow workers BLAS-backed variants ran 1.5-3x slower (14 of 94
+im2col/Strassen ``gemm=blas`` measurements of ``tune --exhaustive``; res4a_branch2b
+im2col/nhwc 18.2 ms vs 6.4), even though their own layer-sized GEMM had run in
+verification.  With one 512^3 sgemm (~7 ms) right after the limit, before numba's pool
+starts or anything is verified, no worker of a whole ResNet-50 tune (3339 measurements)
+was slow: the reference took 0.79-1.32 ms, and an nchwc-only worker's 0.77 ms instead of
+3.09.  Why OpenBLAS behaves so is not known here: not page faults (none per call in either
+state), not the operands' alignment (page offsets 0-2048 all slow), not more instructions
+(cachegrind: 20 calls, 628 M instructions in all without the settling GEMM, 661 M with it).
 """
 
 from __future__ import annotations
