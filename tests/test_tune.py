@@ -247,6 +247,11 @@ def test_exhaustive_measures_every_candidate_once_at_the_suites_timing(tuned, tm
     assert "measurements halving 8 vs grid 6" in done.stdout
     assert f"regret max {regret:.1f}%" in done.stdout
     assert pick["variant"] in done.stdout and best["variant"] in done.stdout
+    # one layer: the pick's median in the two runs is the whole range of pick_across_runs
+    across = pick["median_s"] / seen["median_s"]
+    assert f"halving run / grid run: {across:.2f}-{across:.2f}" in done.stdout
+    resolved = int(regret > 3 and seen["ci_low_s"] > best["ci_high_s"])
+    assert f"({resolved} of the misses outside the grid's own 95% CIs)" in done.stdout
 
 
 def test_budget_spent_stops_before_a_round(tmp_path):

@@ -27,8 +27,9 @@ the in-run sgemm took ~0.9 ms in the worker of the first 32 candidates and ~3.2 
 nchwc workers after it, so the ratio favoured nchwc 3.5x, and round 0 dropped the grid's best
 (im2col with BLAS, the lowest round-0 median) on 9 of 23 layers (regret up to 53% against
 ``tune --exhaustive``).  Ranked by the same round-0 medians, the grid's best survives round 0
-on all 23, and the halving's pick came within 3% of the grid's best on 18 of 23 layers
-(14 before).  The ratio is still recorded.
+on all 23; with OpenBLAS settled too, the halving's pick came within 3% of the grid's best
+on 18 of 23 layers at 1 thread (regret max 6.2%; 14 of 23 and 52.6% before) and at 2
+threads (max 16.7%).  The ratio is still recorded.
 
 ``--exhaustive`` measures every candidate once at the suite's timing (one final round,
 :func:`.schedule.grid`): the full grid's best, which the halving is meant to find with a
