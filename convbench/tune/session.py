@@ -255,10 +255,9 @@ def _scores(alive: Sequence[Case], got: Mapping[str, Mapping[str, Any]]
     record); see the module's docstring for why not the reference ratio."""
     scores: dict[str, float | None] = {}
     for case in alive:
-        record = got.get(case.variant.id)
-        ok = record is not None and record["status"] == records.OK
-        value = record.get("median_s") if ok else None   # type: ignore[union-attr]
-        scores[case.variant.id] = None if value is None else float(value)
+        record = got.get(case.variant.id) or {}
+        ok = record.get("status") == records.OK and record.get("median_s") is not None
+        scores[case.variant.id] = float(record["median_s"]) if ok else None
     return scores
 
 
