@@ -83,7 +83,16 @@ def networks(draw) -> tuple[Net, dict[str, list[Candidate]], dict]:
              for name in layer_names}
     per_pair = {(a, b): draw(st.integers(0, 60)) / 10 for a in layouts for b in layouts
                 if a != b}
-    return net, costs, per_pair
+    # glue seconds per (op, layout): the layout a relu or add runs in changes its cost
+    per_glue = {(op.name, layout): draw(st.integers(0, 30)) / 10
+                for op in net.ops if op.kind != "conv" for layout in LAYOUTS}
+    return net, costs, per_pair, per_glue
+
+
+def glue_cost(per_glue: dict):
+    def seconds(op, layout: str) -> float:
+        return per_glue[op.name, layout]
+    return seconds
 
 
 def transform_cost(per_pair: dict):
@@ -92,7 +101,8 @@ def transform_cost(per_pair: dict):
     return seconds
 
 
-def brute_force(net: Net, costs, transform_seconds) -> float:
+def brute_force(net: Net, costs, transform_seconds, glue_seconds=lambda op, layout: 0.0
+                ) -> float:
     """Every candidate of every conv and every layout choice of every add, simulated."""
     convs = [op for op in net.ops if op.kind == "conv"]
     adds = [op for op in net.ops if op.kind == "add"]
@@ -116,9 +126,11 @@ def brute_force(net: Net, costs, transform_seconds) -> float:
                 elif op.kind == "add":
                     target = layout[op.inputs[side[op.name]]]
                     total += sum(move(t, target) for t in op.inputs)
+                    total += glue_seconds(op, target)
                     layout[op.name] = target
                 else:
                     layout[op.name] = layout[op.inputs[0]]
+                    total += glue_seconds(op, layout[op.name])
             total += move(net.output, "nchw")
             best = min(best, total)
     return best
@@ -127,10 +139,16 @@ def brute_force(net: Net, costs, transform_seconds) -> float:
 @settings(max_examples=150, deadline=None)
 @given(networks())
 def test_dp_finds_the_brute_force_optimum(case):
-    net, costs, per_pair = case
+    net, costs, per_pair, per_glue = case
     cost = transform_cost(per_pair)
     best = plan.optimal(net, costs, cost)
     assert best.total_seconds == pytest.approx(brute_force(net, costs, cost))
+    # with glue costs that depend on the layout the glue runs in
+    glue = glue_cost(per_glue)
+    with_glue = plan.optimal(net, costs, cost, glue)
+    assert with_glue.total_seconds == pytest.approx(brute_force(net, costs, cost, glue))
+    assert sum(s.seconds for s in with_glue.steps if s.kind != "conv") == pytest.approx(
+        sum(per_glue[s.op, s.layout] for s in with_glue.steps if s.kind != "conv"))
     # the plan's steps add up and each conv runs one of its layer's candidates
     for step in best.steps:
         if step.kind == "conv":
@@ -140,12 +158,12 @@ def test_dp_finds_the_brute_force_optimum(case):
 @settings(max_examples=100, deadline=None)
 @given(networks())
 def test_alternatives_bracket_the_optimum(case):
-    net, costs, per_pair = case
-    cost = transform_cost(per_pair)
-    best = plan.optimal(net, costs, cost).total_seconds
-    assert plan.per_layer_bound(net, costs).total_seconds <= best + 1e-9
+    net, costs, per_pair, per_glue = case
+    cost, glue = transform_cost(per_pair), glue_cost(per_glue)
+    best = plan.optimal(net, costs, cost, glue).total_seconds
+    assert plan.per_layer_bound(net, costs, glue).total_seconds <= best + 1e-9
     for layout in ("nchw", "nhwc"):
-        alternative = plan.one_layout(net, costs, cost, layout)
+        alternative = plan.one_layout(net, costs, cost, layout, glue)
         if isinstance(alternative, plan.Plan):
             assert alternative.total_seconds >= best - 1e-9
             assert all(s.candidate.in_layout == s.candidate.out_layout == layout
@@ -235,3 +253,49 @@ def test_plan_command_says_when_the_suite_has_no_graph(tmp_path, cli):
     code, _out, err = cli("plan", "smoke", "--records", tmp_path / "records.jsonl",
                           "--transforms", tmp_path)
     assert code == 2 and "has no network graph" in err
+
+
+def test_plan_command_adds_the_measured_glue_in_the_layout_it_runs(tmp_path, cli,
+                                                                   monkeypatch):
+    """With glue.parquet beside transforms.parquet the relu and the add cost what they
+    were measured to cost in the layout the plan runs them in: the blocked plan's in
+    nchw16c, the all-NCHW plan's in nchw."""
+    import json
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from convbench.spec import suite as suite_module
+
+    blocked = {"ic_bn": 16, "oc_bn": 16, "reg_n": 7, "unroll_ker": False}
+    (tmp_path / "records.jsonl").write_text("\n".join([
+        _record(layer, algorithm, layout, params, seconds)
+        for layer in ("A", "B")
+        for algorithm, layout, params, seconds in [("direct", "nchw", {}, 10e-3),
+                                                   ("nchwc", "nchwxc", blocked, 4e-3)]]) + "\n")
+    pd.DataFrame([{"mb": 1, "c": 16, "h": 4, "w": 4, "from_layout": a, "to_layout": b,
+                   "threads": 1, "median_s": 1e-3, "status": "ok"}
+                  for a, b in [("nchw", "nchw16c"), ("nchw16c", "nchw")]]
+                 ).to_parquet(tmp_path / "transforms.parquet")
+    pd.DataFrame([{"kind": kind, "mb": 1, "c": 16, "h": 4, "w": 4, "inputs": inputs, "k": 0,
+                   "s": 1, "p": 0, "layout": layout, "threads": 1, "median_s": seconds,
+                   "status": "ok"}
+                  for kind, inputs in (("relu", 1), ("add", 2))
+                  for layout, seconds in (("nchw", 2e-3), ("nchw16c", 0.5e-3))]
+                 ).to_parquet(tmp_path / "glue.parquet")
+    monkeypatch.setattr(suite_module, "load_suite",
+                        lambda path: SimpleNamespace(name="toy", graph=_residual()))
+    code, out, err = cli("plan", "toy", "--records", tmp_path / "records.jsonl",
+                         "--transforms", tmp_path, "-o", tmp_path / "plan.json")
+    assert code == 0, err
+    assert "counted as free" not in out
+    document = json.loads((tmp_path / "plan.json").read_text())
+    assert {op["op"]: op["seconds"] for op in document["ops"] if op["kind"] != "conv"} == {
+        "r1": pytest.approx(0.5e-3), "sum": pytest.approx(0.5e-3)}
+    assert document["predicted"]["total_s"] == pytest.approx(15e-3)
+    assert document["alternatives"]["all-nchw"]["total_s"] == pytest.approx(34e-3)
+    # without glue.parquet the same plan says that glue is counted as free
+    (tmp_path / "glue.parquet").unlink()
+    code, out, err = cli("plan", "toy", "--records", tmp_path / "records.jsonl",
+                         "--transforms", tmp_path)
+    assert code == 0 and "glue ops (relu, pools, add) counted as free" in out

@@ -95,3 +95,34 @@ def test_a_tiny_measurement_writes_finite_medians(tmp_path, cli):
     assert (frame.status == "ok").all() and (frame.n_values == 3).all()
     assert np.isfinite(frame.median_s).all() and (frame.median_s > 0).all()
     assert frame.host.nunique() == 1 and (frame.threads == 1).all()
+
+
+TINY_NETWORK_SUITE = TINY_SUITE + """\
+network:
+  title: one conv, its relu and a max pool
+  input: {c: 3, h: 6, w: 6}
+  ops:
+    - {name: c1, op: conv, layer: c1}
+    - {name: c1_relu, op: relu}
+    - {name: pool, op: maxpool, k: 3, s: 2, p: 1}
+"""
+
+
+def test_the_glue_ops_of_the_network_are_timed_in_each_layout(tmp_path, cli):
+    """glue.parquet: each distinct glue op of the graph in each measured layout, checked
+    against the float64 reference before it is timed."""
+    import pandas as pd
+
+    path = tmp_path / "tinynet.yaml"
+    path.write_text(TINY_NETWORK_SUITE)
+    code, out, err = cli("transforms", path, "--layouts", "nchw,nchw16c", "-o",
+                         tmp_path / "out")
+    assert code == 0, err
+    assert "4 glue ops timed (2 distinct ops of the network x 2 layouts; 0 not timed)" in out
+    glue = pd.read_parquet(tmp_path / "out" / "glue.parquet")
+    assert sorted(zip(glue.kind, glue.c, glue.h, glue.k, glue.s, glue.p, glue.layout,
+                      strict=True)) == [
+        ("maxpool", 17, 6, 3, 2, 1, "nchw"), ("maxpool", 17, 6, 3, 2, 1, "nchw16c"),
+        ("relu", 17, 6, 0, 1, 0, "nchw"), ("relu", 17, 6, 0, 1, 0, "nchw16c")]
+    assert (glue.status == "ok").all() and (glue.n_values == 3).all()
+    assert np.isfinite(glue.median_s).all() and (glue.median_s > 0).all()

@@ -16,7 +16,8 @@ import click
               help="A run's results directory: conv costs where no --records are given.")
 @click.option("--transforms", "transforms_dir", type=click.Path(path_type=Path),
               required=True,
-              help="Directory holding transforms.parquet (convbench transforms SUITE).")
+              help="Directory holding transforms.parquet and glue.parquet (convbench "
+                   "transforms SUITE).")
 @click.option("--threads", type=click.IntRange(min=1),
               help="Thread count to plan for (default: the only one measured).")
 @click.option("--cache", help="Cache mode to plan for (default: the only one measured).")
@@ -27,7 +28,7 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
             transforms_dir: Path, threads: int | None, cache: str | None,
             vector_width: str | None, output: Path | None, verbose: bool) -> int:
     """Choose a variant for every conv of SUITE's network so that conv times plus the
-    layout transforms between them are smallest (an exact dynamic program), and compare
+    glue ops and layout transforms between them are smallest (an exact dynamic program), and compare
     with the best all-NCHW and all-NHWC plans and the per-layer bound."""
     from convbench.errors import ConvbenchError
     from convbench.harness import transform_run
@@ -45,13 +46,19 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
     table = costs.cost_table(measured, threads, cache, vector_width)
     transform_seconds = costs.TransformTable.from_frame(transform_run.load(transforms_dir),
                                                         table.threads)
-    best = layouts.optimal(graph, table.costs, transform_seconds)
+    glue_frame = transform_run.load_glue(transforms_dir)
+    glue = (None if glue_frame is None
+            else costs.GlueTable.from_frame(glue_frame, graph, table.threads))
+    best = layouts.optimal(graph, table.costs, transform_seconds, glue)
     alternatives: dict[str, layouts.Plan | str] = {"optimal": best}
     for layout in ("nchw", "nhwc"):
         alternatives[f"all-{layout}"] = layouts.one_layout(graph, table.costs,
-                                                           transform_seconds, layout)
-    alternatives["per-layer bound"] = layouts.per_layer_bound(graph, table.costs)
+                                                           transform_seconds, layout, glue)
+    alternatives["per-layer bound"] = layouts.per_layer_bound(graph, table.costs, glue)
     click.echo(f"{loaded.name}: plan at {table.threads} thread(s), cache {table.cache}")
+    if glue is None:
+        click.echo(f"glue ops (relu, pools, add) counted as free: {transforms_dir} has no "
+                   f"{transform_run.GLUE_FILE} (measure with convbench transforms SUITE)")
     click.echo(report.plan_table(best))
     click.echo("")
     click.echo(report.alternatives_table(alternatives))

@@ -27,7 +27,9 @@ def command(suite: str, output: Path | None, threads: str | None, layouts: str |
             cpus: str | None) -> int:
     """Time every transform between the layouts in use on every conv input and output
     tensor shape of SUITE, round-robin per shape with the in-run reference, after checking
-    each against numpy's transpose; writes transforms.parquet."""
+    each against numpy's transpose; and every glue op of SUITE's network (relu, pools, add)
+    in each of those layouts, checked against the float64 reference op.  Writes
+    transforms.parquet and glue.parquet, what convbench plan adds to the convs' times."""
     from convbench.commands.run import _cpu_list, _thread_list
     from convbench.errors import ConvbenchError
     from convbench.harness import transform_run
@@ -43,15 +45,26 @@ def command(suite: str, output: Path | None, threads: str | None, layouts: str |
             raise ConvbenchError(f"--layouts: {exc}") from None
     timing = transform_run.with_timing(loaded.sweep.timing, {
         "min_time": min_time, "values": n_values, "processes": processes})
-    frame = transform_run.measure(loaded, _thread_list(threads), chosen, timing,
-                                  cpus=_cpu_list(cpus))
+    measured = transform_run.measure(loaded, _thread_list(threads), chosen, timing,
+                                     cpus=_cpu_list(cpus))
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     directory = output or Path("results") / f"{loaded.name}-transforms-{stamp}"
-    path = transform_run.write(frame, directory)
+    transform_run.write(measured, directory)
+    frame, glue = measured.transforms, measured.glue
     ok = frame[frame.status == "ok"]
     shapes = len(ok[list(transform_run.SHAPE_COLUMNS)].drop_duplicates())
     click.echo(f"{len(ok)} transforms timed on {shapes} tensor shapes "
                f"({len(frame) - len(ok)} not timed); median of medians "
                f"{ok.median_s.median() * 1e6:.1f} us")
-    click.echo(f"transforms: {path}")
-    return 1 if len(ok) < len(frame) else 0
+    glue_ok = glue[glue.status == "ok"]
+    if len(glue):
+        keys = len(glue_ok[list(transform_run.GLUE_KEY_COLUMNS)].drop_duplicates())
+        click.echo(f"{len(glue_ok)} glue ops timed ({keys} distinct ops of the network x "
+                   f"{glue.layout.nunique()} layouts; {len(glue) - len(glue_ok)} not timed)")
+    else:
+        click.echo("no glue ops timed: the suite has no network graph")
+    click.echo(f"transforms: {directory / transform_run.TRANSFORMS_FILE}")
+    if len(glue):
+        click.echo(f"glue: {directory / transform_run.GLUE_FILE}")
+    failed = len(ok) < len(frame) or len(glue_ok) < len(glue)
+    return 1 if failed else 0

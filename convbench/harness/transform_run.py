@@ -1,5 +1,6 @@
-"""Measure a suite's layout transforms: which ones, in worker processes, into
-``transforms.parquet``.
+"""Measure what a layout plan pays besides its convs: a suite's layout transforms (into
+``transforms.parquet``) and its network's glue ops (into ``glue.parquet``), in worker
+processes.
 
 Which tensors: every distinct conv input (mb, ic, ih, iw) and output (mb, oc, oh, ow) shape
 of the suite's layers (known from the layers alone, no network graph needed).  Which
@@ -8,13 +9,17 @@ layouts: NCHW, NHWC and every layout a variant of the suite's sweep reads or wri
 and oc_bn the sweep tries); every ordered pair of distinct ones.  Each thread count of the
 sweep gets ``timing.processes`` worker processes (:mod:`convbench.harness.transform_worker`),
 their values pooled as the runner pools a case's, and summarised by :mod:`convbench.stats`.
+
+Glue ops: every distinct :class:`~convbench.network.glue.GlueKey` of the suite's network
+graph (none without one), in each of the same layouts: the plan runs a relu, pool or add
+in whatever layout its input arrives in.
 """
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +32,23 @@ from convbench.spec.suite import Suite, TimingOptions
 WORKER = "convbench.harness.transform_worker"
 
 TRANSFORMS_FILE = "transforms.parquet"
+GLUE_FILE = "glue.parquet"
 SHAPE_COLUMNS = ("mb", "c", "h", "w")
-COLUMNS = (*SHAPE_COLUMNS, "from_layout", "to_layout", "threads", "median_s", "ci_low_s",
-           "ci_high_s", "n_values", "ref_ratio", "loops", "status", "reason", "host")
+TIMING_COLUMNS = ("threads", "median_s", "ci_low_s", "ci_high_s", "n_values", "ref_ratio",
+                  "loops", "status", "reason", "host")
+COLUMNS = (*SHAPE_COLUMNS, "from_layout", "to_layout", *TIMING_COLUMNS)
+GLUE_KEY_COLUMNS = ("kind", *SHAPE_COLUMNS, "inputs", "k", "s", "p")
+GLUE_COLUMNS = (*GLUE_KEY_COLUMNS, "layout", *TIMING_COLUMNS)
 Shape = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True)
+class LayoutCosts:
+    """What ``convbench transforms`` measured: transforms and glue ops (columns
+    :data:`COLUMNS` and :data:`GLUE_COLUMNS`; no glue rows for a suite without a graph)."""
+
+    transforms: pd.DataFrame
+    glue: pd.DataFrame
 
 
 def tensor_shapes(suite: Suite) -> list[Shape]:
@@ -53,29 +71,56 @@ def sweep_layouts(suite: Suite) -> tuple[str, ...]:
     return transforms.layouts_of(pairs)
 
 
+def glue_keys(suite: Suite) -> list[Any]:
+    """The distinct glue keys of the suite's network graph ([] without a graph)."""
+    from convbench.network import glue
+
+    graph = getattr(suite, "graph", None)
+    return glue.network_keys(graph) if graph is not None else []
+
+
 def measure(suite: Suite, threads: Sequence[int] = (), layouts: Sequence[str] = (),
             timing: TimingOptions | None = None, seed: int = 0,
-            cpus: Sequence[int] = ()) -> pd.DataFrame:
-    """One row per shape x (from, to) pair x thread count (columns :data:`COLUMNS`)."""
+            cpus: Sequence[int] = ()) -> LayoutCosts:
+    """Per thread count: one transform row per shape x (from, to) pair, one glue row per
+    glue key x layout."""
     timing = timing or suite.sweep.timing
     chosen = tuple(layouts) or sweep_layouts(suite)
     pairs = [(a, b) for a in chosen for b in chosen if a != b]
     shapes = tensor_shapes(suite)
+    glue = [asdict(key) for key in glue_keys(suite)]
     pool = affinity.resolve_pool(cpus)
     thread_counts = tuple(threads) or suite.sweep.threads
     affinity.check_pool(pool, thread_counts)
     host = socket.gethostname()
-    rows = []
+    rows, glue_rows = [], []
     for t in thread_counts:
         jobs = [{"threads": t, "cpus": list(affinity.cpus_for(pool, t)),
                  "shapes": [list(s) for s in shapes], "pairs": [list(p) for p in pairs],
+                 "glue": glue, "glue_layouts": list(chosen),
                  "timing": asdict(timing), "seed": seed, "process": process}
                 for process in range(timing.processes)]
-        answers = [oneshot.run_worker(WORKER, job, timing.timeout * len(shapes), "transforms")
+        answers = [oneshot.run_worker(WORKER, job, timing.timeout * (len(shapes) + len(glue)),
+                                      "transforms")
                    for job in jobs]
         for pooled in zip(*answers, strict=True):
-            rows.append({**_summary(pooled), "threads": t, "host": host})
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+            if "kind" in pooled[0]:
+                glue_rows.append({**_glue_summary(pooled), "threads": t, "host": host})
+            else:
+                rows.append({**_summary(pooled), "threads": t, "host": host})
+    return LayoutCosts(pd.DataFrame(rows, columns=list(COLUMNS)),
+                       pd.DataFrame(glue_rows, columns=list(GLUE_COLUMNS)))
+
+
+def _glue_summary(answers: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One glue key and layout: the values of every process pooled."""
+    first = answers[0]
+    row: dict[str, Any] = {"kind": first["kind"],
+                           **dict(zip(SHAPE_COLUMNS, first["shape"], strict=True)),
+                           **{k: first[k] for k in ("inputs", "k", "s", "p", "layout",
+                                                    "status", "reason")}}
+    row.update(oneshot.pooled_timing(answers))
+    return row
 
 
 def _summary(answers: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -88,12 +133,13 @@ def _summary(answers: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return row
 
 
-def write(frame: pd.DataFrame, directory: Path) -> Path:
-    """``directory/transforms.parquet`` (the directory may be a run's results directory)."""
+def write(costs: LayoutCosts, directory: Path) -> Path:
+    """``directory/transforms.parquet`` and ``glue.parquet`` (the directory may be a run's
+    results directory); returns the directory."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / TRANSFORMS_FILE
-    frame.to_parquet(path, index=False)
-    return path
+    costs.transforms.to_parquet(directory / TRANSFORMS_FILE, index=False)
+    costs.glue.to_parquet(directory / GLUE_FILE, index=False)
+    return directory
 
 
 def load(directory: Path) -> pd.DataFrame:
@@ -102,6 +148,13 @@ def load(directory: Path) -> pd.DataFrame:
         raise ConvbenchError(f"{path}: no such file (measure with: convbench transforms "
                              "SUITE -o DIR)")
     return pd.read_parquet(path)
+
+
+def load_glue(directory: Path) -> pd.DataFrame | None:
+    """The glue timings beside transforms.parquet; None when they were not measured
+    (a directory from before glue was measured, or a suite without a graph)."""
+    path = Path(directory) / GLUE_FILE
+    return pd.read_parquet(path) if path.is_file() else None
 
 
 def with_timing(timing: TimingOptions, overrides: dict[str, Any]) -> TimingOptions:

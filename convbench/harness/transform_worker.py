@@ -1,17 +1,20 @@
-"""The worker process of ``convbench transforms``: verifies and times layout transforms.
+"""The worker process of ``convbench transforms``: verifies and times layout transforms and
+glue ops, what a layout plan pays besides its convs.
 
 Started as ``python -m convbench.harness.transform_worker --job FILE --out FILE`` by
 :mod:`convbench.harness.transform_run`.  The job names the tensor shapes, the (from, to)
-layout pairs, the thread count, the CPUs and the timing; the answer (a JSON file) holds, per
-shape and pair, the timed values with the in-run reference's values of the same rounds, or
-why the pair was not timed.
+layout pairs, the glue ops (:class:`convbench.network.glue.GlueKey`) and their layouts, the
+thread count, the CPUs and the timing; the answer (a JSON file) holds, per shape and pair
+and per glue key and layout, the timed values with the in-run reference's values of the
+same rounds, or why it was not timed.
 
 Why not the kernel worker (:mod:`convbench.harness.worker`): its job, its protocol and the
 runner's journal are all keyed by conv cases (layer x variant, verified against the conv
 reference); a transform is no conv case.  What timing needs is shared instead: the pinning
 (:mod:`convbench.harness.affinity`) before numba starts its threads, and the timer's
 calibration, reference kernel and seeded round-robin rounds (:mod:`convbench.harness.timer`).
-Each shape's pairs are timed round-robin together, like one layer's variants.
+Each shape's pairs are timed round-robin together, like one layer's variants; so are each
+glue key's layouts.
 """
 
 from __future__ import annotations
@@ -24,19 +27,46 @@ from convbench.harness.threads import use_threads
 
 
 def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
-    """Verify every transform of the job against numpy, then time the exact ones."""
+    """Verify every transform of the job against numpy and every glue op against the float64
+    reference, then time the correct ones (transforms first, then glue answers, which carry
+    a ``kind``)."""
+    import numpy as np
+
+    from convbench.harness import timer
+
+    blas_limit = use_threads(job["threads"])  # noqa: F841 - held
+    timer.start_parallel_runtime()
+    reference = timer.ReferenceKernel()
+    ref_entry = timer.Entry("reference", reference,
+                            timer.calibrate(reference, job["timing"]["min_time"]))
+    rng = np.random.default_rng(job["seed"])
+    return [*_transforms(job, ref_entry, rng), *_glue(job, ref_entry, rng)]
+
+
+def _rounds(job: dict[str, Any], ref_entry: Any, entries: list, timed: list[dict]) -> None:
+    """Time ``entries`` round-robin with the reference; their values into ``timed``."""
+    import numpy as np
+
+    from convbench.harness import timer
+
+    for entry in entries:
+        for _ in range(job["timing"]["warmups"]):
+            entry.value()
+    ref_entry.values.clear()
+    timer.run_rounds(entries, ref_entry, job["timing"]["values"],
+                     order=np.random.default_rng([job["seed"], job["process"]]))
+    for answer, entry in zip(timed, entries, strict=True):
+        answer.update(values=list(entry.values), ref_values=list(ref_entry.values),
+                      loops=entry.loops)
+
+
+def _transforms(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]:
     import numpy as np
 
     from convbench.harness import timer
     from convbench.kernels import layouts, transforms
 
-    blas_limit = use_threads(job["threads"])  # noqa: F841 - held
-    timer.start_parallel_runtime()
     timing = job["timing"]
-    rng = np.random.default_rng(job["seed"])
-    reference = timer.ReferenceKernel()
-    ref_entry = timer.Entry("reference", reference,
-                            timer.calibrate(reference, timing["min_time"]))
     answers: list[dict[str, Any]] = []
     for shape in map(tuple, job["shapes"]):
         x_nchw = rng.standard_normal(shape, dtype=np.float32)
@@ -51,18 +81,60 @@ def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
             if not np.array_equal(y, transforms.reference(x, shape, src, dst)):
                 answer.update(status="wrong", reason="differs from numpy's transpose")
                 continue
-            entry = timer.Entry(f"{src}->{dst}", t, timer.calibrate(t, timing["min_time"],
-                                                                    (x, y)), (x, y))
-            for _ in range(timing["warmups"]):
-                entry.value()
-            entries.append(entry)
+            entries.append(timer.Entry(f"{src}->{dst}", t,
+                                       timer.calibrate(t, timing["min_time"], (x, y)), (x, y)))
             timed.append(answer)
-        ref_entry.values.clear()
-        timer.run_rounds(entries, ref_entry, timing["values"],
-                         order=np.random.default_rng([job["seed"], job["process"]]))
-        for answer, entry in zip(timed, entries, strict=True):
-            answer.update(values=list(entry.values), ref_values=list(ref_entry.values),
-                          loops=entry.loops)
+        _rounds(job, ref_entry, entries, timed)
+    return answers
+
+
+def _glue(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]:
+    """Each glue key in each layout, with the calls the network pass makes, checked
+    against the float64 reference op (exact up to float32 rounding of the sums)."""
+    import numpy as np
+
+    from convbench.harness import timer
+    from convbench.kernels import layouts, transforms
+    from convbench.network import glue
+    from convbench.network.reference import pool2d
+
+    answers: list[dict[str, Any]] = []
+    for raw in job.get("glue", ()):
+        key = glue.GlueKey(raw["kind"], tuple(raw["shape"]), raw["inputs"], raw["k"],
+                           raw["s"], raw["p"])
+        ins_nchw = [rng.standard_normal(key.shape, dtype=np.float32)
+                    for _ in range(key.inputs)]
+        wide = [a.astype(np.float64) for a in ins_nchw]
+        if key.kind in ("maxpool", "avgpool"):
+            expected = pool2d(wide[0], key.kind, key.k, key.s, key.p)
+        elif key.kind == "add":
+            expected = np.sum(wide, axis=0)
+        else:
+            expected = np.clip(wide[0], 0.0, 6.0 if key.kind == "relu6" else np.inf)
+        channels = key.shape[1]
+        entries, timed = [], []
+        for layout in job["glue_layouts"]:
+            answer: dict[str, Any] = {**raw, "layout": layout, "status": "ok", "reason": ""}
+            answers.append(answer)
+            ins = [layouts.to_layout(a, layout) for a in ins_nchw]
+            out = np.zeros(transforms.stored_shape(expected.shape, layout), np.float32)
+            calls = glue.op_calls(key.kind, ins, out, layout, channels, key.k, key.s, key.p)
+
+            def run(calls: list = calls) -> None:
+                for fn, args in calls:
+                    fn(*args)
+
+            run()
+            got = layouts.from_layout(out, layout, channels)
+            # float32 sums of `inputs` terms: a few ulps of the largest magnitude
+            tolerance = 4 * key.inputs * np.finfo(np.float32).eps * np.abs(expected).max()
+            if not np.allclose(got, expected, rtol=0, atol=tolerance):
+                answer.update(status="wrong", reason="differs from the float64 reference op")
+                continue
+            entries.append(timer.Entry(f"{key.kind}@{layout}", run,
+                                       timer.calibrate(run, job["timing"]["min_time"])))
+            timed.append(answer)
+        _rounds(job, ref_entry, entries, timed)
     return answers
 
 

@@ -20,7 +20,7 @@ copy (deduplicating them would be a faster executor than the plan models).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,7 +57,7 @@ def variant_of(variant_id: str) -> Variant:
     return Variant.parse(variant_id.partition("@")[0])
 
 
-Call = tuple[Callable[..., None], tuple]
+Call = glue.Call
 
 
 @dataclass
@@ -162,21 +162,11 @@ class NetworkPass:
     def _glue(self, op: Op, layout: str) -> None:
         ins = [self._held(name, layout, op.name) for name in op.inputs]
         out = self._buffer(op.name, layout)
-        if op.kind in ("relu", "relu6"):
-            cap = glue.NO_CAP if op.kind == "relu" else glue.RELU6_CAP
-            self.calls.append((glue.clip_below_zero, (glue.flat(ins[0]), glue.flat(out), cap)))
-        elif op.kind == "add":
-            y = glue.flat(out)
-            self.calls.append((glue.add_into, (glue.flat(ins[0]), glue.flat(ins[1]), y)))
-            for more in ins[2:]:
-                self.calls.append((glue.add_into, (y, glue.flat(more), y)))
-        elif op.kind in ("maxpool", "avgpool"):
-            c = self.network.shape(op.name)[1]
-            self.calls.append((glue.run_pool, (glue.blocked_view(ins[0], layout, c),
-                                               glue.blocked_view(out, layout, c),
-                                               op.kind, op.k, op.s, op.p)))
-        else:
-            raise PlanFileError(f"no glue kernel for op kind {op.kind!r}")
+        try:
+            self.calls.extend(glue.op_calls(op.kind, ins, out, layout,
+                                            self.network.shape(op.name)[1], op.k, op.s, op.p))
+        except ValueError as exc:
+            raise PlanFileError(str(exc)) from None
 
 
 # -- verification -------------------------------------------------------------------------

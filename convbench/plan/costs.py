@@ -5,7 +5,7 @@ time is the median of the last round it reached) or from a run's ``results.parqu
 median), one thread count, cache mode and optionally vector width at a time; a candidate's
 (in, out) layouts come from its algorithm
 (:meth:`convbench.kernels.base.Algorithm.activation_layouts`).  Transform costs come from
-``transforms.parquet`` (``convbench transforms``).
+``transforms.parquet`` and glue op costs from ``glue.parquet`` (``convbench transforms``).
 """
 
 from __future__ import annotations
@@ -170,3 +170,34 @@ def _elements(shape: Iterable[int]) -> int:
     for d in shape:
         n *= int(d)
     return n
+
+
+@dataclass
+class GlueTable:
+    """Glue op seconds by (glue key, layout) at one thread count (``glue.parquet`` of
+    ``convbench transforms``); called as ``table(op, layout)`` by the plan."""
+
+    graph: Any
+    seconds_by_key: dict[tuple[Any, str], float]
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, graph: Any, threads: int) -> GlueTable:
+        from convbench.network.glue import GlueKey
+
+        ok = frame[(frame.status == "ok") & (frame.threads == threads)]
+        if ok.empty:
+            raise PlanError(f"no glue op timings at {threads} thread(s) (have "
+                            f"{', '.join(map(str, sorted(set(frame.threads))))})")
+        return cls(graph, {(GlueKey(str(r.kind), (int(r.mb), int(r.c), int(r.h), int(r.w)),
+                                    int(r.inputs), int(r.k), int(r.s), int(r.p)),
+                            str(r.layout)): float(r.median_s) for r in ok.itertuples()})
+
+    def __call__(self, op: Any, layout: str) -> float:
+        from convbench.network.glue import GlueKey
+
+        key = GlueKey.of(self.graph, op)
+        if (key, layout) not in self.seconds_by_key:
+            raise PlanError(f"no timing of glue op {op.name} ({key.kind} on "
+                            f"{'x'.join(map(str, key.shape))}) in {layout} (measure it with "
+                            f"convbench transforms SUITE --layouts ...,{layout})")
+        return self.seconds_by_key[key, layout]

@@ -28,13 +28,15 @@ when the fastest candidates disagree on layouts.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from convbench.errors import ConvbenchError
 
 Shape = tuple[int, int, int, int]
 TransformSeconds = Callable[[Shape, str, str], float]
+# a glue op's seconds when run in a layout (convbench.plan.costs.GlueTable)
+GlueSeconds = Callable[["OpLike", str], float]
 NETWORK_INPUT = "input"
 PLAIN = "nchw"
 
@@ -150,7 +152,7 @@ class _Problem:
     graph: GraphLike
     costs: Mapping[str, Sequence[Candidate]]
     transform_seconds: TransformSeconds
-    glue_seconds: Mapping[str, float] = field(default_factory=dict)
+    glue_seconds: GlueSeconds | None = None   # None: glue counted as free
 
     def edge(self, tensor: str, consumer: str, src: str, dst: str) -> tuple[EdgeTransform, ...]:
         if src == dst:
@@ -158,6 +160,9 @@ class _Problem:
         shape = self.graph.shape(tensor)
         return (EdgeTransform(tensor, consumer, shape, src, dst,
                               float(self.transform_seconds(shape, src, dst))),)
+
+    def glue(self, op: OpLike, layout: str) -> float:
+        return 0.0 if self.glue_seconds is None else float(self.glue_seconds(op, layout))
 
     def candidates(self, op: OpLike) -> list[Candidate]:
         """The layer's candidates, only the fastest of each (in, out) layout pair: the
@@ -177,10 +182,9 @@ class _Problem:
             return [_Choice(c, c.out_layout, c.seconds,
                             self.edge(tensor, op.name, live[tensor], c.in_layout))
                     for c in self.candidates(op)]
-        glue = float(self.glue_seconds.get(op.name, 0.0))
         # one input's layout for all (a single-input op keeps its input's layout)
         targets = dict.fromkeys(live[t] for t in op.inputs)
-        return [_Choice(None, target, glue,
+        return [_Choice(None, target, self.glue(op, target),
                         tuple(e for t in op.inputs for e in self.edge(t, op.name, live[t],
                                                                          target)))
                 for target in targets]
@@ -203,10 +207,10 @@ State = tuple[tuple[str, str], ...]   # (tensor, layout) of every live tensor, s
 
 
 def optimal(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
-            transform_seconds: TransformSeconds, glue_seconds: Mapping[str, float] | None = None,
+            transform_seconds: TransformSeconds, glue_seconds: GlueSeconds | None = None,
             label: str = "optimal") -> Plan:
     """The cheapest plan: the dynamic program over live-tensor layouts described above."""
-    problem = _Problem(graph, costs, transform_seconds, dict(glue_seconds or {}))
+    problem = _Problem(graph, costs, transform_seconds, glue_seconds)
     dying = _last_uses(graph)
     read = {t for op in graph.ops for t in op.inputs} | {graph.output}
     states: dict[State, float] = {((NETWORK_INPUT, PLAIN),): 0.0}
@@ -292,7 +296,7 @@ def _us(seconds: float) -> str:
 
 def one_layout(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
                transform_seconds: TransformSeconds, layout: str,
-               glue_seconds: Mapping[str, float] | None = None) -> Plan | str:
+               glue_seconds: GlueSeconds | None = None) -> Plan | str:
     """The best plan with every conv reading and writing ``layout``; the reason when some
     layer has no such candidate."""
     kept = {layer: [c for c in cands if c.in_layout == c.out_layout == layout]
@@ -304,9 +308,12 @@ def one_layout(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
 
 
 def per_layer_bound(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
-                    glue_seconds: Mapping[str, float] | None = None) -> Plan:
-    """Each conv's fastest candidate with transforms ignored: a lower bound, not a plan."""
-    problem = _Problem(graph, costs, lambda shape, src, dst: 0.0, dict(glue_seconds or {}))
+                    glue_seconds: GlueSeconds | None = None) -> Plan:
+    """Each conv's fastest candidate with transforms ignored, each glue op in its fastest
+    layout: a lower bound, not a plan."""
+    problem = _Problem(graph, costs, lambda shape, src, dst: 0.0, glue_seconds)
+    held = {PLAIN} | {layout for cands in costs.values() for c in cands
+                      for layout in (c.in_layout, c.out_layout)}
     steps = []
     for op in graph.ops:
         if op.kind == "conv":
@@ -315,5 +322,5 @@ def per_layer_bound(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
                               why="fastest candidate, transforms ignored"))
         else:
             steps.append(Step(op.name, op.kind, op.layer, None, "",
-                              float(problem.glue_seconds.get(op.name, 0.0))))
+                              min(problem.glue(op, layout) for layout in held)))
     return Plan("per-layer bound (transforms ignored)", tuple(steps), bound=True)
