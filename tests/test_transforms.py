@@ -126,3 +126,30 @@ def test_the_glue_ops_of_the_network_are_timed_in_each_layout(tmp_path, cli):
         ("relu", 17, 6, 0, 1, 0, "nchw"), ("relu", 17, 6, 0, 1, 0, "nchw16c")]
     assert (glue.status == "ok").all() and (glue.n_values == 3).all()
     assert np.isfinite(glue.median_s).all() and (glue.median_s > 0).all()
+
+
+def test_records_name_the_layouts_their_variants_use(tmp_path, cli):
+    """--records: the tuner's layouts (here ic_bn=3 / oc_bn=32, off the sweep's grid), plus
+    nchw and nhwc; a failed record adds none; --layouts beside it is refused."""
+    import json
+
+    from convbench.harness import transform_run
+    from convbench.tune import records
+
+    def record(params: dict, status: str = "ok") -> dict:
+        base = {name: 0 for name in records.FIELDS}
+        base.update({name: "" for name, types in records.FIELDS.items() if str in types})
+        base.update(format_version=records.FORMAT_VERSION, algorithm="nchwc",
+                    layout="nchwxc", params=params, final=True, median_s=1e-3,
+                    ci_low_s=1e-3, ci_high_s=1e-3, min_time=0.01, status=status)
+        return base
+
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [
+        record({"ic_bn": 3, "oc_bn": 32, "reg_n": 8, "unroll_ker": True}),
+        record({"ic_bn": 64, "oc_bn": 64, "reg_n": 8, "unroll_ker": True}, "fail")]))
+    assert transform_run.record_layouts(path) == ("nchw", "nhwc", "nchw3c", "nchw32c")
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY_SUITE)
+    code, _out, err = cli("transforms", suite, "--records", path, "--layouts", "nchw,nhwc")
+    assert code == 2 and "not both" in err

@@ -17,14 +17,18 @@ import click
 @click.option("--layouts", metavar="L[,L...]",
               help="Layouts to convert between (default: nchw, nhwc and every layout a "
                    "variant of the suite's sweep reads or writes).")
+@click.option("--records", type=click.Path(path_type=Path),
+              help="Tuning records (convbench tune): use every layout their variants read or "
+                   "write, plus nchw and nhwc (the tuner explores more than the sweep's "
+                   "grid, and convbench plan needs each of its layouts' transforms).")
 @click.option("--min-time", type=float, help="Override timing.min_time (s per value).")
 @click.option("--values", "n_values", type=click.IntRange(min=3),
               help="Override timing.values.")
 @click.option("--processes", type=click.IntRange(min=1), help="Override timing.processes.")
 @click.option("--cpus", metavar="LIST", help="CPUs the workers are pinned to (as for run).")
 def command(suite: str, output: Path | None, threads: str | None, layouts: str | None,
-            min_time: float | None, n_values: int | None, processes: int | None,
-            cpus: str | None) -> int:
+            records: Path | None, min_time: float | None, n_values: int | None,
+            processes: int | None, cpus: str | None) -> int:
     """Time every transform between the layouts in use on every conv input and output
     tensor shape of SUITE, round-robin per shape with the in-run reference, after checking
     each against numpy's transpose; and every glue op of SUITE's network (relu, pools, add)
@@ -37,7 +41,11 @@ def command(suite: str, output: Path | None, threads: str | None, layouts: str |
     from convbench.spec.suite import load_suite
 
     loaded = load_suite(suite)
+    if layouts and records:
+        raise ConvbenchError("give the layouts as --layouts or --records, not both")
     chosen = tuple(w.strip() for w in layouts.split(",")) if layouts else ()
+    if records:
+        chosen = transform_run.record_layouts(records)
     for layout in chosen:
         try:
             transforms.block_of(layout, 1)

@@ -71,6 +71,18 @@ def sweep_layouts(suite: Suite) -> tuple[str, ...]:
     return transforms.layouts_of(pairs)
 
 
+def record_layouts(path: Path) -> tuple[str, ...]:
+    """NCHW, NHWC and every layout an ok tuning record's variant reads or writes."""
+    from convbench.kernels import registry, transforms
+    from convbench.tune import records
+
+    algorithms = registry.algorithms()
+    pairs = {algorithms[r["algorithm"]].activation_layouts(r["layout"], r.get("params") or {})
+             for r in records.read(path)
+             if r.get("status", "ok") == "ok" and r.get("algorithm") in algorithms}
+    return transforms.layouts_of(pairs)
+
+
 def glue_keys(suite: Suite) -> list[Any]:
     """The distinct glue keys of the suite's network graph ([] without a graph)."""
     from convbench.network import glue
