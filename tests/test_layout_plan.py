@@ -278,8 +278,8 @@ def test_plan_command_adds_the_measured_glue_in_the_layout_it_runs(tmp_path, cli
                   for a, b in [("nchw", "nchw16c"), ("nchw16c", "nchw")]]
                  ).to_parquet(tmp_path / "transforms.parquet")
     pd.DataFrame([{"kind": kind, "mb": 1, "c": 16, "h": 4, "w": 4, "inputs": inputs, "k": 0,
-                   "s": 1, "p": 0, "layout": layout, "threads": 1, "median_s": seconds,
-                   "status": "ok"}
+                   "s": 1, "p": 0, "in_place": True, "layout": layout, "threads": 1,
+                   "median_s": seconds, "status": "ok"}
                   for kind, inputs in (("relu", 1), ("add", 2))
                   for layout, seconds in (("nchw", 2e-3), ("nchw16c", 0.5e-3))]
                  ).to_parquet(tmp_path / "glue.parquet")

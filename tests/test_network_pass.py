@@ -179,9 +179,30 @@ def test_the_check_names_the_first_wrong_tensor(plan_dir, reference_pass):
     run.input[...] = x
     run()
     tensors = executor.pass_tensors(run)
-    tensors["conv2"] = tensors["conv2"] * (1 + 1e-3)   # a 0.1% error in one conv
+    tensors["conv3"] = tensors["conv3"] * (1 + 1e-3)   # a 0.1% error in one conv
     verdict = executor.check(graph, reference, tensors)
-    assert not verdict.passed and verdict.reason.startswith("conv2 (conv, c1x1)")
+    assert not verdict.passed and verdict.reason.startswith("conv3 (conv, c3x3s)")
+
+
+def test_elementwise_glue_runs_in_place_over_inputs_no_one_else_reads(plan_dir,
+                                                                      reference_pass):
+    """relu1 over conv1, the add over conv2 (relu1 is also read by conv2), relu6 over the
+    sum; the pool writes its own buffer.  The overwritten tensors are not checked, the
+    results written over them are."""
+    graph, x, weights, _reference = reference_pass
+    assert {op.name: glue.in_place_input(graph, op) for op in graph.ops
+            if op.kind != "conv"} == {"relu1": 0, "sum": 0, "relu2": 0, "pool": None,
+                                      "gap": None}
+    assert glue.overwritten(graph) == {"conv1", "conv2", "sum"}
+    spec = planfile.read_plan(plan_dir / "plan.json").passes["all-nhwc"]
+    run = executor.NetworkPass(graph, spec, weights)
+    assert run.buffers["relu1", "nhwc"] is run.buffers["conv1", "nhwc"]
+    assert run.buffers["relu2", "nhwc"] is run.buffers["sum", "nhwc"] is \
+        run.buffers["conv2", "nhwc"]
+    assert run.buffers["pool", "nhwc"] is not run.buffers["relu2", "nhwc"]
+    run.input[...] = x
+    run()
+    assert set(executor.pass_tensors(run)) == {"relu1", "relu2", "pool", "conv3", "gap"}
 
 
 def test_a_plan_that_leaves_a_tensor_in_the_wrong_layout_is_refused(plan_dir,
@@ -248,7 +269,9 @@ def test_a_wrong_kernel_fails_the_pass_and_is_not_timed(tmp_path, monkeypatch):
     rows = frame.set_index("pass")
     for label in ("plan", "all-nchw"):   # both run t_wrong on the 1x1 conv
         assert rows.loc[label, "status"] == "fail"
-        assert rows.loc[label, "reason"].startswith("conv2 (conv, c1x1)")
+        # conv2's zeros are seen in relu6(add) written over them in place (the first
+        # tensor checked downstream of conv2: the add's output is overwritten too)
+        assert rows.loc[label, "reason"].startswith("relu2 (relu6)")
         assert rows.loc[label, "n_values"] == 0 and math.isnan(rows.loc[label, "median_s"])
     assert rows.loc["all-nhwc", "status"] == "ok" and rows.loc["all-nhwc", "n_values"] == 3
 

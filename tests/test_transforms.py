@@ -126,6 +126,8 @@ def test_the_glue_ops_of_the_network_are_timed_in_each_layout(tmp_path, cli):
         ("relu", 17, 6, 0, 1, 0, "nchw"), ("relu", 17, 6, 0, 1, 0, "nchw16c")]
     assert (glue.status == "ok").all() and (glue.n_values == 3).all()
     assert np.isfinite(glue.median_s).all() and (glue.median_s > 0).all()
+    # the relu runs over the conv's output, as the network pass runs it; the pool cannot
+    assert dict(zip(glue.kind, glue.in_place, strict=True)) == {"relu": True, "maxpool": False}
 
 
 def test_records_name_the_layouts_their_variants_use(tmp_path, cli):

@@ -37,7 +37,7 @@ SHAPE_COLUMNS = ("mb", "c", "h", "w")
 TIMING_COLUMNS = ("threads", "median_s", "ci_low_s", "ci_high_s", "n_values", "ref_ratio",
                   "loops", "status", "reason", "host")
 COLUMNS = (*SHAPE_COLUMNS, "from_layout", "to_layout", *TIMING_COLUMNS)
-GLUE_KEY_COLUMNS = ("kind", *SHAPE_COLUMNS, "inputs", "k", "s", "p")
+GLUE_KEY_COLUMNS = ("kind", *SHAPE_COLUMNS, "inputs", "k", "s", "p", "in_place")
 GLUE_COLUMNS = (*GLUE_KEY_COLUMNS, "layout", *TIMING_COLUMNS)
 Shape = tuple[int, int, int, int]
 
@@ -129,8 +129,8 @@ def _glue_summary(answers: Sequence[dict[str, Any]]) -> dict[str, Any]:
     first = answers[0]
     row: dict[str, Any] = {"kind": first["kind"],
                            **dict(zip(SHAPE_COLUMNS, first["shape"], strict=True)),
-                           **{k: first[k] for k in ("inputs", "k", "s", "p", "layout",
-                                                    "status", "reason")}}
+                           **{k: first[k] for k in ("inputs", "k", "s", "p", "in_place",
+                                                    "layout", "status", "reason")}}
     row.update(oneshot.pooled_timing(answers))
     return row
 

@@ -101,7 +101,7 @@ def _glue(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]
     answers: list[dict[str, Any]] = []
     for raw in job.get("glue", ()):
         key = glue.GlueKey(raw["kind"], tuple(raw["shape"]), raw["inputs"], raw["k"],
-                           raw["s"], raw["p"])
+                           raw["s"], raw["p"], raw["in_place"])
         ins_nchw = [rng.standard_normal(key.shape, dtype=np.float32)
                     for _ in range(key.inputs)]
         wide = [a.astype(np.float64) for a in ins_nchw]
@@ -117,7 +117,8 @@ def _glue(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]
             answer: dict[str, Any] = {**raw, "layout": layout, "status": "ok", "reason": ""}
             answers.append(answer)
             ins = [layouts.to_layout(a, layout) for a in ins_nchw]
-            out = np.zeros(transforms.stored_shape(expected.shape, layout), np.float32)
+            out = (ins[0] if key.in_place   # as the pass runs it: over its first input
+                   else np.zeros(transforms.stored_shape(expected.shape, layout), np.float32))
             calls = glue.op_calls(key.kind, ins, out, layout, channels, key.k, key.s, key.p)
 
             def run(calls: list = calls) -> None:

@@ -160,8 +160,12 @@ class NetworkPass:
         self.calls.append((prepared.run, (x, self._buffer(op.name, out_layout))))
 
     def _glue(self, op: Op, layout: str) -> None:
-        ins = [self._held(name, layout, op.name) for name in op.inputs]
-        out = self._buffer(op.name, layout)
+        i = glue.in_place_input(self.network, op)
+        ins = glue.in_place_first([self._held(name, layout, op.name) for name in op.inputs], i)
+        if i is None:
+            out = self._buffer(op.name, layout)
+        else:   # the result over the input no one else reads (glue.in_place_input)
+            out = self.buffers[op.name, layout] = ins[0]
         try:
             self.calls.extend(glue.op_calls(op.kind, ins, out, layout,
                                             self.network.shape(op.name)[1], op.k, op.s, op.p))
@@ -271,8 +275,10 @@ def _failed(reason: str) -> PassCheck:
 
 
 def pass_tensors(p: NetworkPass) -> dict[str, np.ndarray]:
-    """Every op's output of the last call, NCHW, for :func:`check`."""
-    return {op.name: p.tensor_nchw(op.name) for op in p.network.ops}
+    """Every op's output of the last call, NCHW, for :func:`check`, but those an in-place
+    glue op overwrote (:func:`convbench.network.glue.overwritten`)."""
+    gone = glue.overwritten(p.network)
+    return {op.name: p.tensor_nchw(op.name) for op in p.network.ops if op.name not in gone}
 
 
 def op_growth(network: Network, spec: PassSpec) -> dict[str, float]:

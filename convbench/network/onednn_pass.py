@@ -7,8 +7,9 @@ as the plan's pass) and the glue is torch's (relu, clamp, max_pool2d, avg_pool2d
 computes in channels_last, so the whole chain stays in it and only the network's input and
 output are converted, as a frozen torch model's would be.  relu is not fused into the
 convs (``_convolution_pointwise``'s "relu" attribute could): the plan's pass does not fuse
-either, so both run the same ops.  torch allocates each op's output per call, as a torch
-model does; the plan's pass allocates nothing per call.
+either, so both run the same ops.  relu, relu6 and add run in place where the plan's pass
+does (:func:`convbench.network.glue.in_place_input`, torch's ``relu_``, ``clamp_``,
+``add_``); the other ops' outputs torch allocates per call, as a torch model does.
 
 torch is optional: :func:`unavailable` says why the pass cannot be built.
 """
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from convbench.kernels.onednn import PrepackedConv, torch_available
+from convbench.network.glue import in_place_first, in_place_input, overwritten
 from convbench.spec.network import INPUT, Network
 
 
@@ -58,21 +60,23 @@ class OneDNNPass:
             self._staged.copy_(self._input_t)
             t: dict[str, Any] = {INPUT: self._staged}
             for op in self.network.ops:
-                x = t[op.inputs[0]]
+                i = in_place_input(self.network, op)
+                x, *others = in_place_first([t[name] for name in op.inputs], i)
                 if op.kind == "conv":
                     t[op.name] = self.convs[op.name]._conv(x)
                 elif op.kind == "relu":
-                    t[op.name] = torch.relu(x)
+                    t[op.name] = torch.relu(x) if i is None else torch.relu_(x)
                 elif op.kind == "relu6":
-                    t[op.name] = torch.clamp(x, 0.0, 6.0)
+                    t[op.name] = (torch.clamp(x, 0.0, 6.0) if i is None
+                                  else torch.clamp_(x, 0.0, 6.0))
                 elif op.kind == "maxpool":
                     t[op.name] = f.max_pool2d(x, op.k, op.s, op.p)
                 elif op.kind == "avgpool":
                     t[op.name] = f.avg_pool2d(x, op.k, op.s, op.p, count_include_pad=True)
                 elif op.kind == "add":
-                    total = x + t[op.inputs[1]]
-                    for name in op.inputs[2:]:
-                        total += t[name]
+                    total = x.add_(others[0]) if i is not None else x + others[0]
+                    for more in others[1:]:
+                        total += more
                     t[op.name] = total
                 else:
                     raise ValueError(f"no torch op for {op.kind!r}")
@@ -87,5 +91,7 @@ class OneDNNPass:
 
 
 def pass_tensors(p: OneDNNPass) -> dict[str, np.ndarray]:
-    """Every op's output of the last call, NCHW, for :func:`convbench.network.executor.check`."""
-    return {op.name: p.tensor_nchw(op.name) for op in p.network.ops}
+    """Every op's output of the last call, NCHW, for :func:`convbench.network.executor.check`,
+    but those an in-place op overwrote."""
+    gone = overwritten(p.network)
+    return {op.name: p.tensor_nchw(op.name) for op in p.network.ops if op.name not in gone}

@@ -189,7 +189,8 @@ class GlueTable:
             raise PlanError(f"no glue op timings at {threads} thread(s) (have "
                             f"{', '.join(map(str, sorted(set(frame.threads))))})")
         return cls(graph, {(GlueKey(str(r.kind), (int(r.mb), int(r.c), int(r.h), int(r.w)),
-                                    int(r.inputs), int(r.k), int(r.s), int(r.p)),
+                                    int(r.inputs), int(r.k), int(r.s), int(r.p),
+                                    bool(getattr(r, "in_place", False))),
                             str(r.layout)): float(r.median_s) for r in ok.itertuples()})
 
     def __call__(self, op: Any, layout: str) -> float:
