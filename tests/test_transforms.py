@@ -99,11 +99,12 @@ def test_a_tiny_measurement_writes_finite_medians(tmp_path, cli):
 
 TINY_NETWORK_SUITE = TINY_SUITE + """\
 network:
-  title: one conv, its relu and a max pool
+  title: one conv, its relu added to it, a max pool
   input: {c: 3, h: 6, w: 6}
   ops:
     - {name: c1, op: conv, layer: c1}
     - {name: c1_relu, op: relu}
+    - {name: sum, op: add, from: [c1_relu, c1]}
     - {name: pool, op: maxpool, k: 3, s: 2, p: 1}
 """
 
@@ -118,16 +119,20 @@ def test_the_glue_ops_of_the_network_are_timed_in_each_layout(tmp_path, cli):
     code, out, err = cli("transforms", path, "--layouts", "nchw,nchw16c", "-o",
                          tmp_path / "out")
     assert code == 0, err
-    assert "4 glue ops timed (2 distinct ops of the network x 2 layouts; 0 not timed)" in out
+    assert "6 glue ops timed (3 distinct ops of the network x 2 layouts; 0 not timed)" in out
     glue = pd.read_parquet(tmp_path / "out" / "glue.parquet")
     assert sorted(zip(glue.kind, glue.c, glue.h, glue.k, glue.s, glue.p, glue.layout,
                       strict=True)) == [
+        ("add", 17, 6, 0, 1, 0, "nchw"), ("add", 17, 6, 0, 1, 0, "nchw16c"),
         ("maxpool", 17, 6, 3, 2, 1, "nchw"), ("maxpool", 17, 6, 3, 2, 1, "nchw16c"),
         ("relu", 17, 6, 0, 1, 0, "nchw"), ("relu", 17, 6, 0, 1, 0, "nchw16c")]
     assert (glue.status == "ok").all() and (glue.n_values == 3).all()
     assert np.isfinite(glue.median_s).all() and (glue.median_s > 0).all()
-    # the relu runs over the conv's output, as the network pass runs it; the pool cannot
-    assert dict(zip(glue.kind, glue.in_place, strict=True)) == {"relu": True, "maxpool": False}
+    # the add runs over the relu's output, as the network pass runs it (checked in each
+    # layout on its own copy of the inputs); the relu's input c1 is read by the add too,
+    # and a pool cannot run in place
+    assert dict(zip(glue.kind, glue.in_place, strict=True)) == {
+        "relu": False, "add": True, "maxpool": False}
 
 
 def test_records_name_the_layouts_their_variants_use(tmp_path, cli):

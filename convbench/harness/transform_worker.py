@@ -116,7 +116,8 @@ def _glue(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]
         for layout in job["glue_layouts"]:
             answer: dict[str, Any] = {**raw, "layout": layout, "status": "ok", "reason": ""}
             answers.append(answer)
-            ins = [layouts.to_layout(a, layout) for a in ins_nchw]
+            # copies: an in-place op must not change the inputs of the next layout
+            ins = [np.array(layouts.to_layout(a, layout)) for a in ins_nchw]
             out = (ins[0] if key.in_place   # as the pass runs it: over its first input
                    else np.zeros(transforms.stored_shape(expected.shape, layout), np.float32))
             calls = glue.op_calls(key.kind, ins, out, layout, channels, key.k, key.s, key.p)
