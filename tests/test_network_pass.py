@@ -31,11 +31,15 @@ LAYOUTS = ("nchw", "nhwc", "nchw8c", "nchw4c")
 BLOCKED = {"ic_bn": 16, "oc_bn": 8, "reg_n": 4, "unroll_ker": False}
 
 
+TUNE_REFERENCE_S = 1e-3   # the in-run reference's median the records say they ran beside
+
+
 def _record(layer: str, algorithm: str, layout: str, params: dict, seconds: float) -> str:
     return json.dumps({"host": "h", "layer": layer, "descriptor": "", "algorithm": algorithm,
                        "layout": layout, "params": params, "threads": 1,
                        "vector_width": "auto", "cache": "warm", "round": 1,
-                       "median_s": seconds, "status": "ok"})
+                       "median_s": seconds, "ref_ratio": seconds / TUNE_REFERENCE_S,
+                       "status": "ok"})
 
 
 def _make_plan(directory, extra: list[str] = ()) -> dict:
@@ -241,6 +245,28 @@ def test_run_network_writes_network_parquet(plan_dir, tmp_path, cli):
     assert (out / "plan.json").read_bytes() == (plan_dir / "plan.json").read_bytes()
     assert json.loads((out / "environment.json").read_text())["host"] == frame.host.iloc[0]
     assert "plan vs best single-layout plan" in stdout and "measured/predicted" in stdout
+    # the records' reference (1 ms) went into plan.json; the pass scales its prediction
+    assert (frame.plan_reference_s == TUNE_REFERENCE_S).all()
+    assert "at run speed: measured / (predicted x the in-run reference now" in stdout
+
+
+def test_the_prediction_is_scaled_by_the_in_run_reference():
+    """A pass measured at twice its prediction while the reference, too, ran twice as
+    long as during the tune: 2.00 measured/predicted, 1.00 at run speed."""
+    from convbench.harness import network_run
+
+    row = {"pass": "plan", "cache": "warm", "threads": 1, "status": "ok", "reason": "",
+           "median_s": 0.2, "ci_low_s": 0.19, "ci_high_s": 0.21, "ref_ratio": 100.0,
+           "predicted_s": 0.1, "plan_reference_s": 1e-3, "plan_threads": 1,
+           "plan_cache": "cold-weights"}
+    assert network_run.run_reference_s(row) == pytest.approx(2e-3)
+    assert network_run.scaled_prediction(row) == pytest.approx(0.2)
+    table = network_run.summary_table(pd.DataFrame([row]))
+    plan_row = next(line.split() for line in table.splitlines() if line.startswith("plan"))
+    assert plan_row[-2:] == ["2.00", "1.00"]
+    assert "in-run reference now, 2.000 ms, / while the costs were measured, 1.000 ms" in table
+    unknown = network_run.scaled_prediction({**row, "plan_reference_s": math.nan})
+    assert math.isnan(unknown)
 
 
 def test_run_network_refuses_sweep_options(plan_dir, cli):

@@ -73,7 +73,7 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
     if output is not None:
         document = report.plan_json(best, alternatives, suite=loaded.name, hosts=table.hosts,
                                     threads=table.threads, cache=table.cache,
-                                    estimated=estimated,
+                                    estimated=estimated, reference_s=table.reference_s,
                                     **_suite_source(loaded))
         output.write_text(json.dumps(document, indent=1) + "\n")
         click.echo(f"plan: {output}")

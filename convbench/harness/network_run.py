@@ -8,6 +8,13 @@ Passes: the plan's (``plan``), the best all-NCHW and all-NHWC plans (``all-nchw`
 predicted total only.  Every thread count gets ``timing.processes`` workers
 (:mod:`convbench.harness.network_worker`), their values pooled as the runner pools a
 case's and summarised by :mod:`convbench.stats`.
+
+Predicted against measured: the prediction adds up times measured in another run (the
+tune), on a machine whose speed drifts between hours (BRIEF.md; the in-run reference took
+0.49 ms during a 2-thread tune and 0.55 ms during the network pass an evening later).  So
+the table also gives the prediction scaled by the in-run reference, this run's median over
+the tune's (``plan_reference_s`` in plan.json): what the plan would predict at the speed
+the machine ran the pass.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import socket
+import statistics
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -43,8 +51,8 @@ CACHE_MODES = ("warm", "cold")
 BOUND_REASON = ("a computed bound (each conv's fastest candidate, transforms ignored), "
                 "not a runnable plan: predicted only")
 COLUMNS = ("pass", "cache", "threads", "status", "reason", "median_s", "ci_low_s",
-           "ci_high_s", "n_values", "ref_ratio", "loops", "predicted_s", "plan_threads",
-           "plan_cache", "max_abs_err", "max_rel_err", "err_bound_ratio", "build_s",
+           "ci_high_s", "n_values", "ref_ratio", "loops", "predicted_s", "plan_reference_s",
+           "plan_threads", "plan_cache", "max_abs_err", "max_rel_err", "err_bound_ratio", "build_s",
            "first_call_s", "host")
 # network.parquet's columns as the report reads them back (results.columns.coerce)
 TYPES = {**{c: "float64" for c in COLUMNS if c.endswith("_s") or c.endswith("_err")},
@@ -96,7 +104,8 @@ def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (
         for label in (*PASSES, BOUND):
             for mode in cache:
                 base = {"pass": label, "cache": mode, "threads": t, "host": host,
-                        "predicted_s": _predicted(plan, label), "plan_threads": plan.threads,
+                        "predicted_s": _predicted(plan, label),
+                        "plan_reference_s": plan.reference_s, "plan_threads": plan.threads,
                         "plan_cache": plan.cache}
                 if label == BOUND:
                     rows.append({**base, "status": str(Status.SKIP), "reason": BOUND_REASON,
@@ -148,6 +157,26 @@ def _ms(seconds: float) -> str:
     return "-" if not math.isfinite(seconds) else f"{seconds * 1e3:.3f}"
 
 
+def run_reference_s(row: dict[str, Any]) -> float:
+    """The in-run reference's median in a pass's rounds (its median over its ref_ratio)."""
+    ratio = float(row.get("ref_ratio", math.nan))
+    return float(row["median_s"]) / ratio if ratio > 0 else math.nan
+
+
+def scaled_prediction(row: dict[str, Any]) -> float:
+    """The pass's prediction at the machine speed of its own rounds: predicted x this
+    run's reference / the reference while the plan's costs were measured (NaN where either
+    is unknown)."""
+    tuned = float(row.get("plan_reference_s", math.nan))
+    now = run_reference_s(row) if row.get("status") == "ok" else math.nan
+    return float(row["predicted_s"]) * now / tuned if tuned > 0 else math.nan
+
+
+def _ratio(measured: float, predicted: float) -> str:
+    ok = math.isfinite(measured) and math.isfinite(predicted) and predicted > 0
+    return f"{measured / predicted:.2f}" if ok else "-"
+
+
 def summary_table(frame: pd.DataFrame) -> str:
     """Measured vs predicted per pass, and the plan's speedups, per thread count and mode."""
     from convbench.textable import format_table
@@ -155,21 +184,28 @@ def summary_table(frame: pd.DataFrame) -> str:
     lines = []
     for (threads, mode), group in frame.groupby(["threads", "cache"], sort=False):
         rows = [["pass", "status", "measured ms", "95% CI ms", "predicted ms",
-                 "measured/predicted", "note"]]
+                 "measured/predicted", "at run speed", "note"]]
+        scaled_any = False
         for r in group.to_dict("records"):   # "pass" is a keyword: no itertuples
             ok = r["status"] == "ok"
-            ratio = (r["median_s"] / r["predicted_s"] if ok and r["predicted_s"] > 0
-                     else math.nan)
-            rows.append([r["pass"], r["status"], _ms(r["median_s"]) if ok else "-",
+            measured = r["median_s"] if ok else math.nan
+            scaled = scaled_prediction(r)
+            scaled_any = scaled_any or math.isfinite(scaled)
+            rows.append([r["pass"], r["status"], _ms(measured),
                          f"{_ms(r['ci_low_s'])}-{_ms(r['ci_high_s'])}" if ok else "-",
-                         _ms(r["predicted_s"]),
-                         f"{ratio:.2f}" if math.isfinite(ratio) else "-",
-                         "" if ok else str(r["reason"])[:80]])
+                         _ms(r["predicted_s"]), _ratio(measured, r["predicted_s"]),
+                         _ratio(measured, scaled), "" if ok else str(r["reason"])[:80]])
         plan_cache = group.plan_cache.iloc[0]
         plan_threads = int(group.plan_threads.iloc[0])
         lines.append(f"{threads} thread(s), cache {mode} (predictions are for "
                      f"{plan_threads} thread(s), cache {plan_cache}):")
-        lines.append(format_table(rows, right=(2, 4, 5)))
+        lines.append(format_table(rows, right=(2, 4, 5, 6)))
+        if scaled_any:
+            tuned = float(group.plan_reference_s.iloc[0])
+            now = [run_reference_s(r) for r in group.to_dict("records") if r["status"] == "ok"]
+            lines.append(f"at run speed: measured / (predicted x the in-run reference now, "
+                         f"{_ms(statistics.median(now))} ms, / while the costs were "
+                         f"measured, {_ms(tuned)} ms)")
         lines.extend(speedup_lines(group))
         lines.append("")
     return "\n".join(lines).rstrip()

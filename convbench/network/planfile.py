@@ -80,6 +80,7 @@ class PlanFile:
     threads: int
     cache: str
     document: Mapping[str, Any]
+    reference_s: float = math.nan   # the in-run reference while the costs were measured
 
 
 def _transform(raw: Mapping[str, Any]) -> TransformSpec:
@@ -149,7 +150,9 @@ def from_document(document: Mapping[str, Any], path: Path) -> PlanFile:
         if isinstance(spec, PassSpec) and [s.op for s in spec.steps] != names:
             raise PlanFileError(f"{path}: the {spec.label} pass's ops are not the ops of "
                                 f"suite {suite.name}'s network, in order")
-    return PlanFile(suite, passes, bound_s, threads, cache, document)
+    reference = document.get("reference_s")
+    return PlanFile(suite, passes, bound_s, threads, cache, document,
+                    float(reference) if isinstance(reference, (int, float)) else math.nan)
 
 
 def read_plan(path: Path) -> PlanFile:

@@ -11,6 +11,8 @@ median), one thread count, cache mode and optionally vector width at a time; a c
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,16 +37,28 @@ class Measured:
     cache: str
     seconds: float
     host: str = ""
+    reference_s: float = math.nan   # the in-run reference's median beside it (median/ref_ratio)
 
 
 @dataclass(frozen=True)
 class CostTable:
-    """Candidates per layer at one thread count and cache mode, and where they came from."""
+    """Candidates per layer at one thread count and cache mode, and where they came from;
+    ``reference_s``: the median of their in-run reference medians (how fast the machine
+    ran while they were measured; NaN where unknown)."""
 
     costs: dict[str, list[Candidate]]
     threads: int
     cache: str
     hosts: tuple[str, ...]
+    reference_s: float = math.nan
+
+
+def _reference(median_s: float, ref_ratio: Any) -> float:
+    try:
+        ratio = float(ref_ratio)
+    except (TypeError, ValueError):
+        return math.nan
+    return median_s / ratio if ratio > 0 and math.isfinite(ratio) else math.nan
 
 
 def read_records(path: Path) -> list[Measured]:
@@ -64,7 +78,8 @@ def read_records(path: Path) -> list[Measured]:
                                                                      r["layout"], params),
                          r["algorithm"], r["layout"], params, int(r["threads"]),
                          str(r.get("vector_width", "auto")), str(r.get("cache", "warm")),
-                         float(r["median_s"]), str(r.get("host", "")))
+                         float(r["median_s"]), str(r.get("host", "")),
+                         _reference(float(r["median_s"]), r.get("ref_ratio")))
             round_ = int(r.get("round", 0))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise PlanError(f"{path}:{number}: not a tuning record ({exc})") from None
@@ -84,7 +99,8 @@ def read_results(directory: Path) -> list[Measured]:
     table = results.table[results.table.status == "ok"]
     return [Measured(r.layer, r.variant, r.algorithm, r.layout,
                      Variant.parse(r.variant).param_dict, int(r.threads), str(r.vector_width),
-                     str(r.cache), float(r.median_s), host)
+                     str(r.cache), float(r.median_s), host,
+                     _reference(float(r.median_s), getattr(r, "ref_ratio", None)))
             for r in table.itertuples()]
 
 
@@ -128,7 +144,9 @@ def cost_table(measured: Iterable[Measured], threads: int | None = None,
         src, dst = algorithms[m.algorithm].activation_layouts(m.layout, m.params)
         name = m.variant if len(widths) == 1 else f"{m.variant}@{m.vector_width}"
         costs.setdefault(m.layer, []).append(Candidate(name, src, dst, m.seconds))
-    return CostTable(costs, threads, cache, tuple(sorted({m.host for m in rows} - {""})))
+    references = [m.reference_s for m in rows if math.isfinite(m.reference_s)]
+    return CostTable(costs, threads, cache, tuple(sorted({m.host for m in rows} - {""})),
+                     statistics.median(references) if references else math.nan)
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from convbench.plan.layouts import EdgeTransform, Plan
@@ -81,10 +82,13 @@ def _alternative_json(plan: Plan | str) -> dict[str, Any]:
 def plan_json(plan: Plan, alternatives: dict[str, Plan | str], *, suite: str,
               hosts: tuple[str, ...], threads: int, cache: str,
               estimated: list[dict[str, Any]], suite_path: str | None = None,
-              suite_text: str | None = None) -> dict[str, Any]:
+              suite_text: str | None = None, reference_s: float | None = None
+              ) -> dict[str, Any]:
     """plan.json: the chosen candidate per conv, every transform, the predicted totals, and
     the suite's own text (so the network pass runs the graph the plan was made for, whether
-    or not the suite file still exists or changed since)."""
+    or not the suite file still exists or changed since); ``reference_s``, the in-run
+    reference's median while the conv costs were measured (null where unknown), lets the
+    network pass scale the prediction to its own machine speed."""
     return {
         "format_version": FORMAT_VERSION, "suite": suite, "host": ", ".join(hosts),
         "threads": threads, "cache": cache,
@@ -96,5 +100,7 @@ def plan_json(plan: Plan, alternatives: dict[str, Plan | str], *, suite: str,
         "estimated_transforms": estimated,
         "predicted": {"total_s": plan.total_seconds, "ops_s": plan.op_seconds,
                       "transforms_s": plan.transform_seconds},
+        "reference_s": reference_s if reference_s is not None and math.isfinite(reference_s)
+        else None,
         "alternatives": {label: _alternative_json(p) for label, p in alternatives.items()},
     }
