@@ -4,6 +4,7 @@ networks, and the alternatives it is compared with."""
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import pytest
@@ -299,3 +300,20 @@ def test_plan_command_adds_the_measured_glue_in_the_layout_it_runs(tmp_path, cli
     code, out, err = cli("plan", "toy", "--records", tmp_path / "records.jsonl",
                          "--transforms", tmp_path)
     assert code == 0 and "glue ops (relu, pools, add) counted as free" in out
+
+
+def test_the_costs_reference_is_the_final_rounds():
+    """CostTable.reference_s: the median in-run reference of the final rounds (a tune's
+    short early rounds read it higher), of every row where none is final."""
+    from convbench.plan import costs
+
+    def measured(variant: str, reference_s: float, final: bool) -> costs.Measured:
+        return costs.Measured("A", variant, "direct", "nchw", {}, 1, "auto", "cold-weights",
+                              1e-3, "h", reference_s, final)
+
+    rows = [measured("v1", 1e-3, True), measured("v2", 1e-3, True),
+            *(measured(f"early{i}", 3e-3, False) for i in range(3))]
+    assert costs.cost_table(rows).reference_s == pytest.approx(1e-3)
+    early = [measured(f"early{i}", 3e-3, False) for i in range(3)]
+    assert costs.cost_table(early).reference_s == pytest.approx(3e-3)
+    assert math.isnan(costs.cost_table([measured("v", math.nan, True)]).reference_s)

@@ -39,7 +39,7 @@ def _record(layer: str, algorithm: str, layout: str, params: dict, seconds: floa
                        "layout": layout, "params": params, "threads": 1,
                        "vector_width": "auto", "cache": "warm", "round": 1,
                        "median_s": seconds, "ref_ratio": seconds / TUNE_REFERENCE_S,
-                       "status": "ok"})
+                       "final": True, "status": "ok"})
 
 
 def _make_plan(directory, extra: list[str] = ()) -> dict:
