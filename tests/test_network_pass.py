@@ -248,6 +248,7 @@ def test_run_network_writes_network_parquet(plan_dir, tmp_path, cli):
     # the records' reference (1 ms) went into plan.json; the pass scales its prediction
     assert (frame.plan_reference_s == TUNE_REFERENCE_S).all()
     assert "at run speed: measured / (predicted x the in-run reference now" in stdout
+    assert "1/1" in err   # the progress bar: one process, one cache mode
 
 
 def test_the_prediction_is_scaled_by_the_in_run_reference():
@@ -283,7 +284,7 @@ def test_a_wrong_kernel_fails_the_pass_and_is_not_timed(tmp_path, monkeypatch):
     monkeypatch.setenv(registry.EXTRA_KERNELS_ENV, "tests.fault_kernels")
     registry.algorithms.cache_clear()
     monkeypatch.setattr(oneshot, "run_worker",
-                        lambda module, job, *args: network_worker.run_job(job))
+                        lambda module, job, *args, **kwargs: network_worker.run_job(job))
     try:
         _make_plan(tmp_path, [_record("c1x1", "t_wrong", "nchw", {}, 1e-9)])
         plan = planfile.read_plan(tmp_path / "plan.json")

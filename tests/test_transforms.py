@@ -88,6 +88,7 @@ def test_a_tiny_measurement_writes_finite_medians(tmp_path, cli):
     code, _out, err = cli("transforms", path, "--layouts", "nchw,nchw16c", "-o",
                          tmp_path / "out")
     assert code == 0, err
+    assert "2/2" in err   # the progress bar: one tick per tensor shape, from the worker
     frame = pd.read_parquet(tmp_path / "out" / "transforms.parquet")
     assert sorted(zip(frame.c, frame.from_layout, frame.to_layout, strict=True)) == [
         (3, "nchw", "nchw16c"), (3, "nchw16c", "nchw"),
@@ -119,6 +120,7 @@ def test_the_glue_ops_of_the_network_are_timed_in_each_layout(tmp_path, cli):
     code, out, err = cli("transforms", path, "--layouts", "nchw,nchw16c", "-o",
                          tmp_path / "out")
     assert code == 0, err
+    assert "5/5" in err   # 2 tensor shapes and 3 glue ops
     assert "6 glue ops timed (3 distinct ops of the network x 2 layouts; 0 not timed)" in out
     glue = pd.read_parquet(tmp_path / "out" / "glue.parquet")
     assert sorted(zip(glue.kind, glue.c, glue.h, glue.k, glue.s, glue.p, glue.layout,

@@ -23,6 +23,7 @@ import json
 import math
 import socket
 import statistics
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -72,8 +73,11 @@ def _predicted(plan: planfile.PlanFile, label: str) -> float:
 def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (),
             cache: Sequence[str] = CACHE_MODES, timing: TimingOptions | None = None,
             seed: int = 0, cpus: Sequence[int] = (), cold_bytes: int | None = None,
-            timeout: float | None = None) -> pd.DataFrame:
-    """One row per pass x cache mode x thread count (columns :data:`COLUMNS`)."""
+            timeout: float | None = None, progress: bool = True) -> pd.DataFrame:
+    """One row per pass x cache mode x thread count (columns :data:`COLUMNS`);
+    ``progress``: a bar with an ETA on stderr."""
+    from tqdm import tqdm
+
     from convbench.network import onednn_pass
 
     timing = timing or plan.suite.sweep.timing
@@ -89,13 +93,17 @@ def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (
     host = socket.gethostname()
     budget = timeout or timing.timeout * (len(runnable) * len(cache) + 1)
     rows = []
+    # a worker ticks once per cache mode (every pass timed in that mode's rounds)
+    bar = tqdm(total=len(thread_counts) * timing.processes * len(cache), file=sys.stderr,
+               unit="mode", dynamic_ncols=True, disable=not progress)
     for t in thread_counts:
         job = {"threads": t, "cpus": list(affinity.cpus_for(pool, t)),
                "plan": dict(plan.document), "plan_path": str(plan_path),
                "passes": runnable, "cache": list(cache), "timing": asdict(timing),
                "seed": seed, "cold_bytes": cold_bytes}
+        bar.set_postfix_str(f"{t} thread(s)")
         answers = [oneshot.run_worker(WORKER, {**job, "process": process}, budget,
-                                      "network pass", " (--timeout)")
+                                      "network pass", " (--timeout)", bar.update)
                    for process in range(timing.processes)]
         pooled: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for answer in answers:
@@ -115,6 +123,7 @@ def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (
                                  "n_values": 0})
                 else:
                     rows.append({**base, **_summary(pooled[label, mode])})
+    bar.close()
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 

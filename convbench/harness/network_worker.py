@@ -113,6 +113,7 @@ def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
         timer.run_rounds(entries, ref_entry, timing["values"],
                          order=np.random.default_rng([job["seed"], job["process"]]))
         timed = {e.key: e for e in entries}
+        oneshot.tick(job)
         for label in job["passes"]:
             row = {**answers[label], "cache": mode}
             if label in timed:

@@ -4,6 +4,11 @@ network pass (neither is a conv case, so neither speaks the runner's protocol).
 The runner side starts the worker module and reads its answers (:func:`run_worker`), and
 pools the timed values of a job's processes (:func:`pooled_timing`); the worker side reads
 the job, pins itself before any thread pool starts and writes its answers (:func:`main`).
+
+Progress: a worker calls :func:`tick` after each unit of its job (a tensor shape, a glue
+op, a cache mode); each tick appends one byte to the job's progress file, which
+:func:`run_worker` watches and reports, so a 15-minute ``convbench transforms`` shows a bar
+with an ETA instead of nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,27 +29,57 @@ from convbench.errors import ConvbenchError
 from convbench.harness import affinity
 from convbench.harness.supervise import QUIET_SPIN_ENV
 
+PROGRESS_KEY = "progress_file"
+POLL_S = 0.2
+
 
 def run_worker(module: str, job: dict[str, Any], timeout: float, what: str,
-               timeout_hint: str = "") -> list[dict[str, Any]]:
-    """``python -m module`` on ``job``; its answers, or a ConvbenchError naming ``what``."""
+               timeout_hint: str = "",
+               on_progress: Callable[[int], None] = lambda units: None
+               ) -> list[dict[str, Any]]:
+    """``python -m module`` on ``job``; its answers, or a ConvbenchError naming ``what``.
+    ``on_progress(n)`` is told of the units the worker finished since the last call."""
     with tempfile.TemporaryDirectory(prefix="convbench-oneshot-") as tmp:
         job_file, out_file = Path(tmp, "job.json"), Path(tmp, "out.json")
-        job_file.write_text(json.dumps(job))
+        progress, log = Path(tmp, "progress"), Path(tmp, "stderr")
+        job_file.write_text(json.dumps({**job, PROGRESS_KEY: str(progress)}))
         command = [sys.executable, "-m", module, "--job", str(job_file), "--out",
                    str(out_file)]
         where = f"{what} at {job['threads']} thread(s)"
-        try:
-            done = subprocess.run(command, env={**QUIET_SPIN_ENV, **os.environ},
-                                  capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise ConvbenchError(f"{where}: the worker took over {timeout:g} s"
-                                 f"{timeout_hint}") from None
-        if done.returncode != 0 or not out_file.exists():
-            tail = " | ".join(done.stderr.strip().splitlines()[-3:])
-            raise ConvbenchError(f"{where}: the worker exited with {done.returncode}: "
+        reported = 0
+        with open(log, "w") as stderr:
+            worker = subprocess.Popen(command, env={**QUIET_SPIN_ENV, **os.environ},
+                                      stdout=subprocess.DEVNULL, stderr=stderr)
+            deadline = time.monotonic() + timeout
+            while worker.poll() is None:
+                if time.monotonic() > deadline:
+                    worker.kill()
+                    worker.wait()
+                    raise ConvbenchError(f"{where}: the worker took over {timeout:g} s"
+                                         f"{timeout_hint}")
+                time.sleep(POLL_S)
+                reported = _report(progress, reported, on_progress)
+        _report(progress, reported, on_progress)
+        if worker.returncode != 0 or not out_file.exists():
+            tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
+            raise ConvbenchError(f"{where}: the worker exited with {worker.returncode}: "
                                  f"{tail}")
         return json.loads(out_file.read_text())
+
+
+def _report(progress: Path, reported: int, on_progress: Callable[[int], None]) -> int:
+    done = progress.stat().st_size if progress.exists() else 0
+    if done > reported:
+        on_progress(done - reported)
+    return max(done, reported)
+
+
+def tick(job: dict[str, Any]) -> None:
+    """Worker side: one more unit of ``job`` done."""
+    path = job.get(PROGRESS_KEY)
+    if path:
+        with open(path, "ab") as f:
+            f.write(b".")
 
 
 def pooled_timing(answers: Sequence[dict[str, Any]]) -> dict[str, Any]:

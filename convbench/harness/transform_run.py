@@ -18,6 +18,7 @@ in whatever layout its input arrives in.
 from __future__ import annotations
 
 import socket
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -93,9 +94,11 @@ def glue_keys(suite: Suite) -> list[Any]:
 
 def measure(suite: Suite, threads: Sequence[int] = (), layouts: Sequence[str] = (),
             timing: TimingOptions | None = None, seed: int = 0,
-            cpus: Sequence[int] = ()) -> LayoutCosts:
+            cpus: Sequence[int] = (), progress: bool = True) -> LayoutCosts:
     """Per thread count: one transform row per shape x (from, to) pair, one glue row per
-    glue key x layout."""
+    glue key x layout.  ``progress``: a bar with an ETA on stderr."""
+    from tqdm import tqdm
+
     timing = timing or suite.sweep.timing
     chosen = tuple(layouts) or sweep_layouts(suite)
     pairs = [(a, b) for a in chosen for b in chosen if a != b]
@@ -106,20 +109,25 @@ def measure(suite: Suite, threads: Sequence[int] = (), layouts: Sequence[str] = 
     affinity.check_pool(pool, thread_counts)
     host = socket.gethostname()
     rows, glue_rows = [], []
+    units = len(shapes) + len(glue)   # a worker ticks once per shape and per glue op
+    bar = tqdm(total=units * timing.processes * len(thread_counts), file=sys.stderr,
+               unit="shape/op", dynamic_ncols=True, disable=not progress)
     for t in thread_counts:
         jobs = [{"threads": t, "cpus": list(affinity.cpus_for(pool, t)),
                  "shapes": [list(s) for s in shapes], "pairs": [list(p) for p in pairs],
                  "glue": glue, "glue_layouts": list(chosen),
                  "timing": asdict(timing), "seed": seed, "process": process}
                 for process in range(timing.processes)]
-        answers = [oneshot.run_worker(WORKER, job, timing.timeout * (len(shapes) + len(glue)),
-                                      "transforms")
+        bar.set_postfix_str(f"{t} thread(s)")
+        answers = [oneshot.run_worker(WORKER, job, timing.timeout * units, "transforms",
+                                      on_progress=bar.update)
                    for job in jobs]
         for pooled in zip(*answers, strict=True):
             if "kind" in pooled[0]:
                 glue_rows.append({**_glue_summary(pooled), "threads": t, "host": host})
             else:
                 rows.append({**_summary(pooled), "threads": t, "host": host})
+    bar.close()
     return LayoutCosts(pd.DataFrame(rows, columns=list(COLUMNS)),
                        pd.DataFrame(glue_rows, columns=list(GLUE_COLUMNS)))
 

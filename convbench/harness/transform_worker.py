@@ -85,6 +85,7 @@ def _transforms(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str,
                                        timer.calibrate(t, timing["min_time"], (x, y)), (x, y)))
             timed.append(answer)
         _rounds(job, ref_entry, entries, timed)
+        oneshot.tick(job)
     return answers
 
 
@@ -149,6 +150,7 @@ def _glue(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]
             entries.append(timer.Entry(f"{key.kind}@{layout}", run, 1, before=before))
             timed.append(answer)
         _rounds(job, ref_entry, entries, timed)
+        oneshot.tick(job)
     return answers
 
 
