@@ -270,6 +270,37 @@ def test_the_prediction_is_scaled_by_the_in_run_reference():
     assert math.isnan(unknown)
 
 
+def test_the_profile_times_every_op_inside_the_pass(plan_dir, tmp_path, cli):
+    """--profile: per pass of ours, every op and every op's transforms timed inside the
+    pass beside the plan's prediction; their sum is the pass's time, their predictions
+    the plan's total."""
+    out = tmp_path / "profiled"
+    code, stdout, err = cli("run", "--network", plan_dir / "plan.json", "-o", out,
+                            "--cache", "warm", "--values", "3", "--min-time", "0.001",
+                            "--warmups", "0", "--profile", "5")
+    assert code == 0, err
+    ops = pd.read_parquet(out / "network_ops.parquet")
+    plan = planfile.read_plan(plan_dir / "plan.json")
+    graph = plan.suite.graph
+    assert set(ops["pass"]) == {"plan", "all-nchw", "all-nhwc"}   # not oneDNN's
+    mine = ops[ops["pass"] == "plan"]
+    assert set(mine[mine.part == "op"].op) == {op.name for op in graph.ops}
+    assert set(mine[mine.part == "transforms"].op) == (
+        {s.op for s in plan.passes["plan"].steps if s.transforms} | {"output"})
+    assert (mine.measured_s > 0).all()
+    assert mine.predicted_s.sum() == pytest.approx(plan.passes["plan"].predicted_s)
+    frame = pd.read_parquet(out / "network.parquet").set_index("pass")
+    # the ops' own times add up to about the pass (the clock between calls aside)
+    assert mine.measured_s.sum() == pytest.approx(frame.loc["plan", "median_s"], rel=0.5)
+    assert "each op timed on its own inside the pass" in stdout
+    assert "furthest over their prediction" in stdout
+
+
+def test_profile_is_refused_without_a_network(cli):
+    code, _out, err = cli("run", "smoke", "--profile", "3", "--dry-run")
+    assert code == 2 and "--profile times the ops of a network pass" in err
+
+
 def test_run_network_refuses_sweep_options(plan_dir, cli):
     code, _out, err = cli("run", "smoke", "--network", plan_dir / "plan.json")
     assert code == 2 and "SUITE" in err and "belong to a sweep" in err
@@ -290,7 +321,7 @@ def test_a_wrong_kernel_fails_the_pass_and_is_not_timed(tmp_path, monkeypatch):
         plan = planfile.read_plan(tmp_path / "plan.json")
         assert "t_wrong/nchw" in plan.passes["plan"].variants
         frame = network_run.measure(plan, tmp_path / "plan.json", cache=("warm",),
-                                    timing=plan.suite.sweep.timing)
+                                    timing=plan.suite.sweep.timing).frame
     finally:
         registry.algorithms.cache_clear()
     rows = frame.set_index("pass")
@@ -313,7 +344,9 @@ def test_a_pass_written_into_a_sweep_directory_keeps_the_sweeps_environment(tmp_
     (tmp_path / schema.ENVIRONMENT_JSON).write_text('{"sweep": true}\n')
     plan = tmp_path / "p.json"
     plan.write_text("{}")
-    network_run.write(pd.DataFrame({"pass": ["plan"]}), tmp_path, plan, {"network": True})
+    network_run.write(network_run.NetworkResults(pd.DataFrame({"pass": ["plan"]}),
+                                                 pd.DataFrame()),
+                      tmp_path, plan, {"network": True})
     assert json.loads((tmp_path / schema.ENVIRONMENT_JSON).read_text()) == {"sweep": True}
     side = tmp_path / network_run.SWEEP_SIDE_ENVIRONMENT
     assert json.loads(side.read_text()) == {"network": True}

@@ -64,7 +64,13 @@ if TYPE_CHECKING:
                    "plan (its suite inside), verified against a float64 pass and timed in "
                    "the same rounds as the best all-NCHW and all-NHWC plans and prepacked "
                    "oneDNN; writes network.parquet.  Takes -o, --threads, --cache "
-                   "(warm, cold), --cpus, --seed, --cold-bytes and the timing overrides.")
+                   "(warm, cold), --cpus, --seed, --cold-bytes, --profile and the timing "
+                   "overrides.")
+@click.option("--profile", "profile_passes", type=click.IntRange(min=0), default=0,
+              help="With --network: after the timing, time every op and its transforms on "
+                   "their own inside our passes, over N passes per worker, beside the "
+                   "plan's prediction for each (network_ops.parquet; a table of where the "
+                   "pass runs over its prediction).")
 @click.option("--measure-machine/--no-measure-machine", default=None,
               help="On a host without stored machine limits (convbench machine), measure "
                    "them quickly (~20 s) before the run [default: yes, unless "
@@ -95,7 +101,7 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
             timeout: float | None, n_processes: int | None, threads: str | None,
             vector_widths: str | None,
             cache_modes: str | None, cold_bytes: int | None, cpus: str | None,
-            records_path: Path | None, network_plan: Path | None,
+            records_path: Path | None, network_plan: Path | None, profile_passes: int,
             measure_machine: bool | None, scheduler: str | None, farm_mode: str | None,
             lost_after: float, label: str | None, quiet: bool) -> int:
     """Measure every variant of SUITE's sweep (a YAML path or a shipped suite's name).
@@ -124,7 +130,10 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
         return _run_network(network_plan, output, threads, cache_modes, cpus, seed,
                             cold_bytes, {"min_time": min_time, "values": n_values,
                                          "warmups": warmups, "timeout": timeout,
-                                         "processes": n_processes})
+                                         "processes": n_processes}, profile_passes)
+    if profile_passes:
+        raise ConvbenchError("--profile times the ops of a network pass: give --network "
+                             "PLAN.json")
     if scheduler is not None or farm_mode is not None:
         if network_plan is not None or dry_run:
             raise ConvbenchError("--scheduler runs a sweep: not with --network or --dry-run")
@@ -233,7 +242,7 @@ def _finish_farm(farm: FarmRun) -> int:
 
 def _run_network(plan_path: Path, output: Path | None, threads: str | None,
                  cache_modes: str | None, cpus: str | None, seed: int,
-                 cold_bytes: int | None, timing: dict) -> int:
+                 cold_bytes: int | None, timing: dict, profile: int = 0) -> int:
     """``run --network``: measure the plan's passes into a results directory."""
     import time
 
@@ -250,16 +259,19 @@ def _run_network(plan_path: Path, output: Path | None, threads: str | None,
     environment = sysinfo.collect(None, resolve_pool(pool))
     if environment["busy_warning"]:
         click.echo(f"convbench: warning: {environment['busy_warning']}", err=True)
-    frame = network_run.measure(plan, plan_path, _thread_list(threads), modes,
-                                with_timing(plan.suite.sweep.timing, timing), seed, pool,
-                                cold_bytes)
+    measured = network_run.measure(plan, plan_path, _thread_list(threads), modes,
+                                   with_timing(plan.suite.sweep.timing, timing), seed, pool,
+                                   cold_bytes, profile=profile)
     environment = sysinfo.finish(environment)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     directory = output or Path("results") / f"{plan.suite.name}-network-{stamp}"
-    network_run.write(frame, directory, plan_path, environment)
-    click.echo(network_run.summary_table(frame))
+    network_run.write(measured, directory, plan_path, environment)
+    click.echo(network_run.summary_table(measured.frame))
+    if len(measured.ops):
+        click.echo("")
+        click.echo(network_run.profile_table(measured.ops))
     click.echo(f"results: {directory}")
-    return 1 if any(Status.of(s).broken for s in frame.status) else 0
+    return 1 if any(Status.of(s).broken for s in measured.frame.status) else 0
 
 
 def _thread_list(text: str | None) -> tuple[int, ...]:

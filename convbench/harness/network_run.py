@@ -25,7 +25,7 @@ import socket
 import statistics
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,8 @@ PASSES = (planfile.PLAN, *planfile.ALTERNATIVES, ONEDNN)
 CACHE_MODES = ("warm", "cold")
 BOUND_REASON = ("a computed bound (each conv's fastest candidate, transforms ignored), "
                 "not a runnable plan: predicted only")
+OP_COLUMNS = ("pass", "threads", "op", "kind", "part", "measured_s", "predicted_s", "host")
+NETWORK_OPS_FILE = "network_ops.parquet"
 COLUMNS = ("pass", "cache", "threads", "status", "reason", "median_s", "ci_low_s",
            "ci_high_s", "n_values", "ref_ratio", "loops", "predicted_s", "plan_reference_s",
            "plan_threads", "plan_cache", "max_abs_err", "max_rel_err", "err_bound_ratio", "build_s",
@@ -70,12 +72,24 @@ def _predicted(plan: planfile.PlanFile, label: str) -> float:
     return spec.predicted_s if isinstance(spec, planfile.PassSpec) else math.nan
 
 
+@dataclass(frozen=True)
+class NetworkResults:
+    """What ``run --network`` measured: one row per pass x cache mode x thread count
+    (columns :data:`COLUMNS`) and, with a profile, one per pass x thread count x op x part
+    (columns :data:`OP_COLUMNS`; empty without)."""
+
+    frame: pd.DataFrame
+    ops: pd.DataFrame
+
+
 def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (),
             cache: Sequence[str] = CACHE_MODES, timing: TimingOptions | None = None,
             seed: int = 0, cpus: Sequence[int] = (), cold_bytes: int | None = None,
-            timeout: float | None = None, progress: bool = True) -> pd.DataFrame:
-    """One row per pass x cache mode x thread count (columns :data:`COLUMNS`);
-    ``progress``: a bar with an ETA on stderr."""
+            timeout: float | None = None, progress: bool = True,
+            profile: int = 0) -> NetworkResults:
+    """Every pass in every cache mode at every thread count; ``progress``: a bar with an
+    ETA on stderr; ``profile``: also time each op inside our passes, this many passes
+    per process (0: no profile)."""
     from tqdm import tqdm
 
     from convbench.network import onednn_pass
@@ -92,7 +106,8 @@ def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (
     runnable = [label for label in PASSES if label not in skipped]
     host = socket.gethostname()
     budget = timeout or timing.timeout * (len(runnable) * len(cache) + 1)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    op_rows: list[dict[str, Any]] = []
     # a worker ticks once per cache mode (every pass timed in that mode's rounds)
     bar = tqdm(total=len(thread_counts) * timing.processes * len(cache), file=sys.stderr,
                unit="mode", dynamic_ncols=True, disable=not progress)
@@ -100,7 +115,7 @@ def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (
         job = {"threads": t, "cpus": list(affinity.cpus_for(pool, t)),
                "plan": dict(plan.document), "plan_path": str(plan_path),
                "passes": runnable, "cache": list(cache), "timing": asdict(timing),
-               "seed": seed, "cold_bytes": cold_bytes}
+               "seed": seed, "cold_bytes": cold_bytes, "profile": profile}
         bar.set_postfix_str(f"{t} thread(s)")
         answers = [oneshot.run_worker(WORKER, {**job, "process": process}, budget,
                                       "network pass", " (--timeout)", bar.update)
@@ -109,6 +124,7 @@ def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (
         for answer in answers:
             for row in answer:
                 pooled.setdefault((row["pass"], row["cache"]), []).append(row)
+        op_rows.extend(_op_rows(plan, answers, t, host))
         for label in (*PASSES, BOUND):
             for mode in cache:
                 base = {"pass": label, "cache": mode, "threads": t, "host": host,
@@ -124,7 +140,37 @@ def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (
                 else:
                     rows.append({**base, **_summary(pooled[label, mode])})
     bar.close()
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    return NetworkResults(pd.DataFrame(rows, columns=list(COLUMNS)),
+                          pd.DataFrame(op_rows, columns=list(OP_COLUMNS)))
+
+
+def _op_rows(plan: planfile.PlanFile, answers: Sequence[Sequence[dict[str, Any]]],
+             threads: int, host: str) -> list[dict[str, Any]]:
+    """Per pass with a profile: each (op, part)'s median over the processes, beside the
+    plan's prediction for it."""
+    from convbench.network import executor
+
+    kinds = {op.name: op.kind for op in plan.suite.graph.ops}
+    measured: dict[str, dict[tuple[str, str], list[float]]] = {}
+    for answer in answers:
+        seen = set()
+        for row in answer:
+            if "profile" in row and row["pass"] not in seen:   # every mode's row has it
+                seen.add(row["pass"])
+                for op, part, seconds in row["profile"]:
+                    measured.setdefault(row["pass"], {}).setdefault((op, part), []).append(
+                        seconds)
+    out = []
+    for label, parts in measured.items():
+        spec = plan.passes[label]
+        predicted = (executor.predicted_parts(spec) if isinstance(spec, planfile.PassSpec)
+                     else {})
+        for (op, part), values in parts.items():
+            out.append({"pass": label, "threads": threads, "op": op,
+                        "kind": "transform" if part == executor.TRANSFORMS else kinds[op],
+                        "part": part, "measured_s": statistics.median(values),
+                        "predicted_s": predicted.get((op, part), math.nan), "host": host})
+    return out
 
 
 def _summary(answers: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -139,15 +185,18 @@ def _summary(answers: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return row
 
 
-def write(frame: pd.DataFrame, directory: Path, plan_path: Path,
+def write(results: NetworkResults, directory: Path, plan_path: Path,
           environment: dict[str, Any]) -> Path:
-    """``directory``: network.parquet, environment.json and plan.json (the plan run); in a
-    sweep's results directory the environment goes to network_environment.json instead."""
+    """``directory``: network.parquet, network_ops.parquet (with a profile),
+    environment.json and plan.json (the plan run); in a sweep's results directory the
+    environment goes to network_environment.json instead."""
     from convbench.results import schema
 
     directory.mkdir(parents=True, exist_ok=True)
     sweep = (directory / schema.MANIFEST).exists()
-    frame.to_parquet(directory / NETWORK_FILE, index=False)
+    results.frame.to_parquet(directory / NETWORK_FILE, index=False)
+    if len(results.ops):
+        results.ops.to_parquet(directory / NETWORK_OPS_FILE, index=False)
     (directory / PLAN_COPY).write_bytes(Path(plan_path).read_bytes())
     name = SWEEP_SIDE_ENVIRONMENT if sweep else ENVIRONMENT
     (directory / name).write_text(json.dumps(environment, indent=1, default=str) + "\n")
@@ -216,6 +265,33 @@ def summary_table(frame: pd.DataFrame) -> str:
                          f"{_ms(statistics.median(now))} ms, / while the costs were "
                          f"measured, {_ms(tuned)} ms)")
         lines.extend(speedup_lines(group))
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def profile_table(ops: pd.DataFrame, most: int = 5) -> str:
+    """Per pass and thread count: measured inside the pass vs predicted, by kind of op, and
+    the ops that ran furthest over their prediction."""
+    from convbench.textable import format_table
+
+    lines = []
+    for (label, threads), group in ops.groupby(["pass", "threads"], sort=False):
+        rows = [["kind", "ops", "in the pass ms", "predicted ms", "in pass/predicted"]]
+        for kind, part in group.groupby("kind", sort=False):
+            measured, predicted = part.measured_s.sum(), part.predicted_s.sum()
+            rows.append([kind, str(len(part)), _ms(measured), _ms(predicted),
+                         _ratio(measured, predicted)])
+        rows.append(["all", str(len(group)), _ms(group.measured_s.sum()),
+                     _ms(group.predicted_s.sum()),
+                     _ratio(group.measured_s.sum(), group.predicted_s.sum())])
+        lines.append(f"{label} at {threads} thread(s), each op timed on its own inside the "
+                     "pass (medians over passes):")
+        lines.append(format_table(rows, right=(1, 2, 3, 4)))
+        over = group.assign(excess=group.measured_s - group.predicted_s).nlargest(
+            most, "excess")
+        lines.append("furthest over their prediction: " + ", ".join(
+            f"{r.op} {r.part} {_ms(r.measured_s)} vs {_ms(r.predicted_s)} ms"
+            for r in over.itertuples()))
         lines.append("")
     return "\n".join(lines).rstrip()
 

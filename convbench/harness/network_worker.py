@@ -10,7 +10,9 @@ only passes that pass are timed, all of them round-robin in the same rounds with
 in-run reference kernel, as one layer's variants are.  ``warm``: calibrated loops of
 back-to-back passes; ``cold``: one pass per value, right after the caches were evicted
 (:mod:`convbench.harness.coldcache`).  The answer (JSON) holds per pass and cache mode
-the values and the reference's values of the same rounds, or why the pass was not timed.
+the values and the reference's values of the same rounds, or why the pass was not timed;
+with ``profile`` (a repeat count), after the timing, each of our passes' seconds per op and
+per op's transforms inside the pass (:meth:`~convbench.network.executor.NetworkPass.profile`).
 
 Why not the kernel worker: its job, protocol and journal are keyed by conv cases (one
 layer, one variant); a pass is a whole graph.  The pinning before numba starts its threads
@@ -120,6 +122,13 @@ def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
                 row.update(values=list(timed[label].values),
                            ref_values=list(ref_entry.values), loops=timed[label].loops)
             out.append(row)
+    if job.get("profile"):   # after the timing, which it must not disturb
+        profiles = {label: [[op, part, seconds] for (op, part), seconds in
+                            built.profile(int(job["profile"])).items()]
+                    for label, built in alive.items() if label != ONEDNN}
+        for row in out:
+            if row["pass"] in profiles:
+                row["profile"] = profiles[row["pass"]]
     return out
 
 

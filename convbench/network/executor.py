@@ -20,6 +20,7 @@ copy (deduplicating them would be a faster executor than the plan models).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -39,6 +40,7 @@ Shape = tuple[int, int, int, int]
 # the bound is against a tensor's largest magnitude instead of each element's own sum of
 # |products| (which is larger by about sqrt(K), the slack the single-conv rule keeps).
 NETWORK_C = 4.0
+OP, TRANSFORMS, OUTPUT = "op", "transforms", "output"   # NetworkPass.labels
 
 
 def network_inputs(network: Network, seed: int = 0) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -70,6 +72,9 @@ class NetworkPass:
     buffers: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
     kernels: dict[str, Prepared] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
+    # per call, the (op, part) it belongs to: part "op" (the conv or glue kernel) or
+    # "transforms" (those paid before the op; op "output" for the output's)
+    labels: list[tuple[str, str]] = field(default_factory=list)
     produced: dict[str, str] = field(default_factory=dict)   # tensor -> layout written
     growth: float = 1.0                                       # largest error_growth used
 
@@ -83,14 +88,17 @@ class NetworkPass:
                                     f"runs {op.name!r}")
             for t in step.transforms:
                 self._transform(t)
+            self._label(op.name, TRANSFORMS)
             if op.kind == "conv":
                 self._conv(op, step.variant, step.in_layout, step.layout)
             else:
                 self._glue(op, step.layout)
+            self._label(op.name, OP)
             self.produced[op.name] = step.layout
         tail = self.spec.output_transform
         if tail is not None:
             self._transform(tail)
+            self._label(OUTPUT, TRANSFORMS)
         if (net.output, "nchw") not in self.buffers:
             raise PlanFileError(f"{self.spec.label}: the output {net.output!r} is left in "
                                 f"{self.produced[net.output]}, not delivered in nchw")
@@ -103,6 +111,25 @@ class NetworkPass:
     def __call__(self) -> None:
         for fn, args in self.calls:
             fn(*args)
+
+    def profile(self, repeats: int) -> dict[tuple[str, str], float]:
+        """Seconds per (op, part) inside the pass: every call timed on its own, ``repeats``
+        whole passes, the median per call, summed per (op, part).  The clock reads between
+        calls cost ~0.1 us each; a pass's calls are as in :meth:`__call__`."""
+        clock = time.perf_counter
+        seconds = np.empty((repeats, len(self.calls)))
+        for r in range(repeats):
+            for i, (fn, args) in enumerate(self.calls):
+                t0 = clock()
+                fn(*args)
+                seconds[r, i] = clock() - t0
+        total: dict[tuple[str, str], float] = {}
+        for label, median in zip(self.labels, np.median(seconds, axis=0), strict=True):
+            total[label] = total.get(label, 0.0) + float(median)
+        return total
+
+    def _label(self, op: str, part: str) -> None:
+        self.labels.extend([(op, part)] * (len(self.calls) - len(self.labels)))
 
     def output(self) -> np.ndarray:
         """The network's output (NCHW) of the last call."""
@@ -279,6 +306,18 @@ def pass_tensors(p: NetworkPass) -> dict[str, np.ndarray]:
     glue op overwrote (:func:`convbench.network.glue.overwritten`)."""
     gone = glue.overwritten(p.network)
     return {op.name: p.tensor_nchw(op.name) for op in p.network.ops if op.name not in gone}
+
+
+def predicted_parts(spec: PassSpec) -> dict[tuple[str, str], float]:
+    """The plan's seconds per (op, part), as :meth:`NetworkPass.profile` measures them."""
+    parts: dict[tuple[str, str], float] = {}
+    for step in spec.steps:
+        if step.transforms:
+            parts[step.op, TRANSFORMS] = sum(t.seconds for t in step.transforms)
+        parts[step.op, OP] = step.seconds
+    if spec.output_transform is not None:
+        parts[OUTPUT, TRANSFORMS] = spec.output_transform.seconds
+    return parts
 
 
 def op_growth(network: Network, spec: PassSpec) -> dict[str, float]:

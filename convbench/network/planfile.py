@@ -53,6 +53,7 @@ class StepSpec:
     in_layout: str
     layout: str
     transforms: tuple[TransformSpec, ...] = ()
+    seconds: float = math.nan   # the op's predicted time (plan.json)
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ def _transform(raw: Mapping[str, Any]) -> TransformSpec:
 def _steps(raw_ops: list[Mapping[str, Any]]) -> tuple[StepSpec, ...]:
     return tuple(StepSpec(str(o["op"]), str(o["kind"]), o.get("variant"),
                           str(o["in_layout"]), str(o["out_layout"]),
-                          tuple(_transform(t) for t in o.get("transforms", ())))
+                          tuple(_transform(t) for t in o.get("transforms", ())),
+                          float(o.get("seconds", math.nan)))
                  for o in raw_ops)
 
 
