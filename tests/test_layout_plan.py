@@ -317,3 +317,23 @@ def test_the_costs_reference_is_the_final_rounds():
     early = [measured(f"early{i}", 3e-3, False) for i in range(3)]
     assert costs.cost_table(early).reference_s == pytest.approx(3e-3)
     assert math.isnan(costs.cost_table([measured("v", math.nan, True)]).reference_s)
+
+
+def test_a_missing_transform_or_glue_timing_says_how_to_measure_it():
+    import pandas as pd
+
+    from convbench.plan import costs
+
+    table = costs.TransformTable.from_frame(pd.DataFrame([
+        {"mb": 1, "c": 16, "h": 4, "w": 4, "from_layout": "nchw", "to_layout": "nhwc",
+         "threads": 1, "median_s": 1e-3, "status": "ok"}]), threads=1)
+    with pytest.raises(plan.PlanError, match=r"nchw -> nchw3c .*--records RECORDS"):
+        table((1, 3, 8, 8), "nchw", "nchw3c")
+    glue = costs.GlueTable.from_frame(pd.DataFrame([
+        {"kind": "relu", "mb": 1, "c": 16, "h": 4, "w": 4, "inputs": 1, "k": 0, "s": 1,
+         "p": 0, "in_place": True, "layout": "nchw", "threads": 1, "median_s": 1e-3,
+         "status": "ok"}]), _residual(), threads=1)
+    r1 = _residual().ops[1]
+    assert glue(r1, "nchw") == 1e-3
+    with pytest.raises(plan.PlanError, match=r"glue op r1 \(relu on 1x16x4x4\) in nhwc"):
+        glue(r1, "nhwc")

@@ -18,6 +18,7 @@ from convbench.report import aggregate, units
 from convbench.report.build import build_report
 from convbench.results.load import ResultsError, load_results
 from tests.report_cases import EVIL, MACHINE, sample_run
+from tests.test_network_pass import TUNE_REFERENCE_S
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -311,6 +312,11 @@ def test_network_pass_section_holds_the_measured_passes(network_run, tmp_path):
         assert _same(shown.loc[label, "time ratio plan/pass"], ratio)
         error = frame.loc[label, "predicted_s"] / frame.loc[label, "median_s"] - 1
         assert _same(shown.loc[label, "prediction error"], error)
+        # at run speed: the prediction x this run's reference / the records' (1 ms)
+        reference_now = frame.loc[label, "median_s"] / frame.loc[label, "ref_ratio"]
+        scaled = frame.loc[label, "predicted_s"] * reference_now / TUNE_REFERENCE_S
+        assert _same(shown.loc[label, "prediction error at run speed"],
+                     scaled / frame.loc[label, "median_s"] - 1)
     bound = shown.loc["per-layer-bound"]
     assert bound["median_s"] == "" and "computed bound" in bound["what"]
     assert "not a runnable plan" in bound["what"]

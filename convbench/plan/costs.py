@@ -182,7 +182,8 @@ class TransformTable:
                      if (a, b) == (src, dst)]
         if not same_pair:
             raise PlanError(f"no timing of the transform {src} -> {dst} (measure it with "
-                            f"convbench transforms SUITE --layouts ...,{src},{dst})")
+                            f"convbench transforms SUITE --records RECORDS, which takes "
+                            f"every layout the records use, or --layouts ...,{src},{dst})")
         size = _elements(shape)
         nearest, seconds = min(same_pair, key=lambda st: abs(_elements(st[0]) - size))
         self.estimated.add(key)  # type: ignore[arg-type]
@@ -224,5 +225,6 @@ class GlueTable:
         if (key, layout) not in self.seconds_by_key:
             raise PlanError(f"no timing of glue op {op.name} ({key.kind} on "
                             f"{'x'.join(map(str, key.shape))}) in {layout} (measure it with "
-                            f"convbench transforms SUITE --layouts ...,{layout})")
+                            f"convbench transforms SUITE --records RECORDS or --layouts "
+                            f"...,{layout})")
         return self.seconds_by_key[key, layout]

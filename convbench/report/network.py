@@ -3,7 +3,9 @@
 A results directory holding ``network.parquet`` (with the plan.json it ran) gets a section
 of its own: per thread count and cache mode the measured whole-network time of the plan
 against the best all-NCHW plan, the best all-NHWC plan and prepacked oneDNN over the same
-graph, each pass's predicted time and the prediction's error, and the per-layer bound --
+graph, each pass's predicted time and the prediction's error (also at run speed: the prediction
+scaled by the in-run reference, see :mod:`convbench.harness.network_run`), and the
+per-layer bound --
 a sum computed from the cost table, never run (no pass can skip its transforms).  The
 plan's steps that pay a transform are listed with the plan's own reason.
 
@@ -35,7 +37,7 @@ WHAT = {
 }
 PASS_COLUMNS = ("threads", "cache", "pass", "what", "status", "median_s", "ci_low_s",
                 "ci_high_s", "n_values", "time ratio plan/pass", "predicted_s",
-                "prediction error", "reason")
+                "prediction error", "prediction error at run speed", "reason")
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,8 @@ def plan_time(frame: pd.DataFrame, threads: int, cache: str) -> float:
 def passes_table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per thread count, cache mode and pass: the measured median and its CI, the
     plan's time over the pass's (< 1: the plan is faster), the predicted time and the
-    prediction's error (predicted / measured - 1)."""
+    prediction's error (predicted / measured - 1), also with the prediction scaled to the
+    run's machine speed (NaN where plan.json has no reference_s)."""
     rows = []
     for (threads, cache), group in frame.groupby(["threads", "cache"], sort=False):
         plan_s = plan_time(frame, int(threads), str(cache))
@@ -109,6 +112,9 @@ def passes_table(frame: pd.DataFrame) -> pd.DataFrame:
                 "prediction error": (predicted / median - 1
                                      if measured and planned and predicted > 0
                                      else math.nan),
+                "prediction error at run speed": (
+                    network_run.scaled_prediction(r.to_dict()) / median - 1
+                    if measured and planned and "plan_reference_s" in r else math.nan),
                 # the bound's reason repeats its "what": left out
                 "reason": "" if measured or r["pass"] == network_run.BOUND
                 else str(r["reason"])})
@@ -151,7 +157,10 @@ PASSES_ABOUT = (
     "time ratio plan/pass: the plan's median over the pass's (below 1: the plan is "
     "faster). prediction error: predicted / measured - 1, the prediction being the sum of "
     "the plan's layer and transform times, made for the plan's thread count and cache "
-    "mode: the error is given at that setting only. The per-layer bound is computed, not "
+    "mode: the error is given at that setting only. At run speed: the same with the "
+    "prediction scaled by the in-run reference's median in the pass's rounds over its "
+    "median while the plan's costs were measured (the machine's speed drifts between "
+    "hours). The per-layer bound is computed, not "
     "measured: it ignores every transform, so no runnable plan reaches it.")
 TRANSFORMS_ABOUT = ("The plan's steps that pay a layout transform before they run, with "
                     "the predicted time of the transforms and the plan's reason for paying "
