@@ -103,7 +103,8 @@ def _glue(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]
     from convbench.harness import coldcache, timer
     from convbench.kernels import layouts, transforms
     from convbench.network import glue
-    from convbench.network.reference import pool2d
+    from convbench.network.reference import run_op
+    from convbench.spec.network import Op
 
     answers: list[dict[str, Any]] = []
     if not job.get("glue"):
@@ -114,13 +115,9 @@ def _glue(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]
                            raw["s"], raw["p"], raw["in_place"])
         ins_nchw = [rng.standard_normal(key.shape, dtype=np.float32)
                     for _ in range(key.inputs)]
-        wide = [a.astype(np.float64) for a in ins_nchw]
-        if key.kind in ("maxpool", "avgpool"):
-            expected = pool2d(wide[0], key.kind, key.k, key.s, key.p)
-        elif key.kind == "add":
-            expected = np.sum(wide, axis=0)
-        else:
-            expected = np.clip(wide[0], 0.0, 6.0 if key.kind == "relu6" else np.inf)
+        op = Op(key.kind, key.kind, tuple(f"in{i}" for i in range(key.inputs)),
+                k=key.k, s=key.s, p=key.p)
+        expected = run_op(op, [a.astype(np.float64) for a in ins_nchw])
         channels = key.shape[1]
         entries, timed = [], []
         for layout in job["glue_layouts"]:

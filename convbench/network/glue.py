@@ -39,7 +39,6 @@ from convbench.kernels import transforms
 from convbench.spec.network import INPUT
 
 Call = tuple[Callable[..., None], tuple]
-KINDS = ("relu", "relu6", "add", "maxpool", "avgpool")
 
 
 @dataclass(frozen=True)
