@@ -258,20 +258,50 @@ class RegisterFile:
         """Registers that ``floats`` float32 lanes take (a part register counts whole)."""
         return -(-floats // self.lanes)
 
+    def tile_unfit(self, rows: int, row_floats: int) -> str | None:
+        """Why a register tile of ``rows`` accumulator rows of ``row_floats`` lanes, each
+        row updated by one broadcast input times one ``row_floats``-wide operand row,
+        would not stay in registers; None when it does.
+
+        Two limits, both seen in the hot loop's assembly: the accumulator budget, and the
+        accumulators plus the operand row and the broadcast within the register file (with
+        one row to update, each FMA reads its operand from memory instead)."""
+        row = self.vectors(row_floats)
+        accumulators = rows * row
+        live = accumulators + (1 if rows == 1 else row + 1)
+        name = self.name
+        if accumulators > self.accumulators:
+            return (f"{rows} x {row_floats} needs {accumulators} {name} accumulators, more "
+                    f"than the {self.accumulators} that fit: spills")
+        if live > self.registers:
+            return (f"{rows} x {row_floats} needs {accumulators} {name} accumulators plus "
+                    f"{live - accumulators} for its operands, more than the {self.registers} "
+                    f"registers: spills")
+        return None
+
 
 # Accumulator budgets, as measured with the NCHW[x]c tile (kernels/nchwc.py): on the Zen 4
 # host tiles of up to 28 zmm accumulators kept every one in a register; on aarch64
 # (numba 0.68 / LLVM under tools/arm64.sh, Neoverse N1 target) 6 x 16 and 7 x 8 (24 and 14
 # q registers) reloaded nothing from the stack, while 7 x 16 and 14 x 8 (28) reloaded one
 # register and 7 x 32 (56) 65: the weight vectors and the broadcast input need the rest.
+# On an AVX2 host (AMD EPYC Zen 1, 16 ymm; the hot loops of compiled, never run tiles
+# read): 14 x 8, 6 x 16 and 4 x 16 reloaded nothing; 15 x 8,
+# 7 x 16 (14 accumulators + 2 weight vectors + the broadcast: 17) and 3 x 32 spilled (7,
+# 6 and 26 stack accesses in the loop).  With AVX-512 the explicit 16-lane vectors of the
+# tiles compile to zmm at either vector width (prefer-256-bit tunes only the vectorisers).
 ZMM = RegisterFile("zmm", 16, 32, 28)
+YMM = RegisterFile("ymm", 8, 16, 14)
 NEON = RegisterFile("NEON q", 4, 32, 24)
 
 
 def register_file(cpu: CpuId | None = None) -> RegisterFile:
     """The register file this host's kernels are planned for: NEON's 32 x 128 bits on
     aarch64 (LLVM lowers fixed-length vector operations to NEON even on SVE cores),
-    AVX-512's 32 zmm elsewhere -- on x86 the tile parameters were measured at 512 bits
-    (at 256 bits AVX-512VL still gives 32 ymm registers, each half a tile row)."""
+    AVX-512's 32 zmm on x86 with ``avx512f`` (at a 256-bit vector width too: the tiles'
+    explicit 16-lane vectors still compile to zmm), AVX2's 16 ymm on other x86 hosts --
+    there a 32-lane row takes four registers and a 28-accumulator zmm tile spills."""
     cpu = cpu or detect_cpu()
-    return NEON if cpu.arch in _ARM64 else ZMM
+    if cpu.arch in _ARM64:
+        return NEON
+    return ZMM if "avx512f" in cpu.flags else YMM

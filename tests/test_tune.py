@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from convbench import host
 from convbench.errors import ConvbenchError
 from convbench.harness.options import RunOptions, make_plan
 from convbench.kernels import nchwc, registry
@@ -88,7 +89,8 @@ def test_nchwc_space_is_neocpus_factors_pruned():
         if key in grid and not candidate["unroll_ker"]:
             continue   # the sweep grid's variants are always in
         assert 96 % candidate["ic_bn"] == 0 and candidate["ic_bn"] <= 64  # 96 itself > 64
-        assert candidate["oc_bn"] in (16, 32, 64)       # factors of 128, whole vectors
+        # factors of 128, whole vector registers
+        assert 128 % candidate["oc_bn"] == 0 and candidate["oc_bn"] % nchwc.LANES == 0
         assert candidate["reg_n"] in (1, 2, 7, 14)      # factors of ow = 14
         # enough accumulators for both FMA pipes (2 x 64 lanes is 8 registers, 1 x 64 not)
         chains = candidate["reg_n"] * candidate["oc_bn"] // nchwc.LANES
@@ -123,11 +125,20 @@ def test_candidates_generated_per_layer_baselines_left_out(tmp_path):
     (group,) = plan.groups()
     found = space.candidates(group)
     nchwc_cases = [c for c in found.cases if c.variant.algorithm == "nchwc"]
-    # the grid's 8: ic_bn 8,16 x oc_bn 16,32 x reg_n 4,7 (8 and up exceed ow = 7); then
-    # ic_bn 1,2,4,8 x oc_bn 16 (the one whole-vector factor) x reg_n 7 (1: too few
-    # chains) x unroll_ker both ways, less the one the grid has
-    assert len(nchwc_cases) == 8 + 4 * 2 - 1
-    assert {c.variant.param_dict["oc_bn"] for c in nchwc_cases} == {16, 32}
+    if nchwc.REGISTERS == host.ZMM:
+        # the grid's 8: ic_bn 8,16 x oc_bn 16,32 x reg_n 4,7 (8 and up exceed ow = 7); then
+        # ic_bn 1,2,4,8 x oc_bn 16 (the one whole-vector factor) x reg_n 7 (1: too few
+        # chains) x unroll_ker both ways, less the one the grid has
+        assert len(nchwc_cases) == 8 + 4 * 2 - 1
+        assert {c.variant.param_dict["oc_bn"] for c in nchwc_cases} == {16, 32}
+    elif nchwc.REGISTERS == host.YMM:
+        # the grid's 10: ic_bn 8,16 x (oc_bn 8 x reg_n 4,6,7 + oc_bn 16 x reg_n 4,6; 7 x 16
+        # spills); then ic_bn 1,2,4,8 x 7 x 8 (the tile with the most chains) x unroll_ker
+        # both ways, less the one the grid has
+        assert len(nchwc_cases) == 10 + 4 * 2 - 1
+        assert {c.variant.param_dict["oc_bn"] for c in nchwc_cases} == {8, 16}
+    assert [c.variant.param_dict for c in nchwc_cases] == nchwc.tuning_space(
+        parse_descriptor("mb1ic8ih7oc16oh7kh1"))
     assert [c.variant.id for c in found.cases if c.variant.algorithm != "nchwc"] \
         == ["direct/nchw"]
     assert not any(c.baseline for c in found.cases)

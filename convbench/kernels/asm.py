@@ -135,6 +135,32 @@ def dispatcher_asm(dispatcher: object) -> str:
     return _ASM[key]
 
 
+# A label line opens a basic block (x86 AT&T ".LBB4_46:", AArch64 ".LBB4_46:" too)
+_LABEL = re.compile(r"^\s*[.\w$]+:")
+# A vector register moved to or from the stack: x86 AT&T "(%rsp)" beside an xmm/ymm/zmm
+# register, AArch64 "[sp" beside a q/v register
+_STACK_VECTOR = re.compile(r"(\(%rsp\).*%[xyz]mm\d|%[xyz]mm\d.*\(%rsp\)|\[sp\b.*\b[qv]\d"
+                           r"|\b[qv]\d.*\[sp\b)")
+
+
+def hot_block_spills(asm: str) -> tuple[int, int]:
+    """(FMAs, vector stack accesses) of the basic block with the most FMAs: a register
+    tile that stays in registers reads and writes no vector on the stack in its FMA loop;
+    one over the register file spills and reloads accumulators there, still packed (so
+    :func:`fp_profile` alone does not see it)."""
+    best = (0, 0)
+    fmas = stack = 0
+    for line in [*asm.splitlines(), ":end:"]:
+        if _LABEL.match(line):
+            best = max(best, (fmas, stack))
+            fmas = stack = 0
+            continue
+        text = line.strip()
+        fmas += bool(re.match(r"v?fn?m(add|sub)\d*p|fml[as]\s", text))
+        stack += bool(_STACK_VECTOR.search(text))
+    return best
+
+
 @dataclass(frozen=True)
 class KernelProfile:
     """The static profile of one jitted kernel."""

@@ -379,11 +379,8 @@ def own_blocking(params: Mapping[str, ParamValue]) -> Blocking | None:
 def tile_unfit(mr: int, nr: int) -> str | None:
     """Why an MR x NR micro-tile does not fit this host's vector registers (it would spill
     accumulators in the micro-kernel's loop); None when it fits."""
-    need = mr * REGISTERS.vectors(nr)
-    if need > REGISTERS.accumulators:
-        return (f"MR x NR = {mr} x {nr} needs {need} {REGISTERS.name} accumulators, more "
-                f"than the {REGISTERS.accumulators} that fit: spills")
-    return None
+    reason = REGISTERS.tile_unfit(mr, nr)
+    return f"MR x NR = {reason}" if reason else None
 
 
 def blocking_unfit(params: Mapping[str, ParamValue]) -> str | None:

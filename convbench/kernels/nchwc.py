@@ -29,9 +29,11 @@ gathers (2.6-7 GFLOP/s): LLVM fully unrolls a 16- or 32-lane loop of constant tr
 before the loop vectoriser sees it (the NR = 32 trap of :mod:`convbench.kernels.gemm`).
 On aarch64 (numba's code for a Neoverse N1 under tools/arm64.sh) the same intrinsics
 compile to reg_n * oc_bn / 4 ``fmla v.4s`` per input channel, no scalar FP; the parameter
-domains there are the 4-lane ones (OC_BN, REG_N below).
-Tiles needing more than :data:`MAX_ACCUMULATORS` registers spill (16 x 32: 40-90 GFLOP/s;
-28 x 32: 15-65) and are skipped with a reason.
+domains there are the 4-lane ones (OC_BN, REG_N below).  On an AVX2-only x86 host
+(16 ymm of 8 lanes, :data:`convbench.host.YMM`) a 16-lane row takes two registers: the
+domains there are the 8-lane ones, and the zmm grid's tiles of 16-28 accumulators spill.
+Tiles over the register file (:meth:`convbench.host.RegisterFile.tile_unfit`) spill
+(16 x 32 on zmm: 40-90 GFLOP/s; 28 x 32: 15-65) and are skipped with a reason.
 
 The in/out layouts are "nchw{ic_bn}c"/"nchw{oc_bn}c": the harness converts outside the
 timed region, and :func:`layout_transform_seconds` measures those conversions on their
@@ -68,6 +70,13 @@ if REGISTERS.lanes >= 16:
     # idle accumulators; 8/16/28 show what a power of two or a wider tile costs on them.
     REG_N = (4, 7, 8, 14, 16, 28)
     DEFAULT_IC_BN, DEFAULT_OC_BN, DEFAULT_REG_N = 16, 32, 7
+elif REGISTERS.lanes == 8:
+    # AVX2's 16 ymm: a row of oc_bn = 8 is one register, so 14 x 8 is the widest tile (14
+    # accumulators, the weight vector and the broadcast: all 16); 6 x 16 (12) has each
+    # broadcast feed two FMAs; 7 x 16 spills (host.YMM).
+    OC_BN = (8, 16)
+    REG_N = (4, 6, 7, 8, 14)
+    DEFAULT_IC_BN, DEFAULT_OC_BN, DEFAULT_REG_N = 16, 16, 6
 else:
     # 4-lane NEON: oc_bn = 8 or 16 is 2 or 4 registers a row, so a tile of 14-24
     # accumulators has 4-12 positions (the zmm grid's 7 x 32 needs 56: spills, 65 reloads
@@ -80,9 +89,6 @@ else:
 # The R x S bounds compiled in made no measurable difference (LLVM keeps the ic loop as
 # the hot loop either way): True stays available to a suite's sweep.params.
 UNROLL_KER = (False,)
-# The most accumulators a tile may take: the register file less the weight vectors and the
-# broadcast input (28 of 32 zmm, 24 of 32 q: measured, see convbench.host)
-MAX_ACCUMULATORS = REGISTERS.accumulators
 # reg_n's bound for a suite: a reg_n past the zmm budget fits no register file at any oc_bn
 REG_N_BOUND = host.ZMM.accumulators
 # Independent accumulators that keep both 512-bit FMA pipes busy: FMA latency 4 x 2 pipes
@@ -319,11 +325,13 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
         return "NCHW[x]c here supports groups = 1 only"
     reg_n, oc_bn = (int(params.get("reg_n", DEFAULT_REG_N)),
                     int(params.get("oc_bn", DEFAULT_OC_BN)))
-    if _accumulators(reg_n, oc_bn) > MAX_ACCUMULATORS:
-        return (f"reg_n x oc_bn = {reg_n} x {oc_bn} needs {_accumulators(reg_n, oc_bn)} "
-                f"{REGISTERS.name} accumulators, more than the {MAX_ACCUMULATORS} that fit: "
-                f"spills")
-    return None
+    row = REGISTERS.vectors(oc_bn)
+    if row & (row - 1):
+        # LLVM splits a vector of 3, 5, ... registers badly: 7 x 48 on zmm compiled to a
+        # loop of 758 stack accesses
+        return (f"oc_bn = {oc_bn} takes {row} {REGISTERS.name} registers a row, not a power "
+                f"of two: spills")
+    return REGISTERS.tile_unfit(reg_n, oc_bn)
 
 
 def _io_layouts(layout: str, params: Mapping[str, ParamValue]) -> tuple[str, str]:

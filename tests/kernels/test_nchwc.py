@@ -9,9 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from convbench import host
 from convbench.harness.inputs import make_inputs
 from convbench.kernels import layouts, nchwc, registry
-from convbench.kernels.asm import kernel_profiles
+from convbench.kernels.asm import dispatcher_asm, hot_block_spills, kernel_profiles
 from convbench.kernels.reference import Reference
 from convbench.spec.problem import ConvProblem
 from tests.strategies import dense_3x3_problems, general_problems
@@ -91,12 +92,37 @@ def test_grouped_is_skipped_with_reason():
     assert "groups" in registry.get("nchwc").applies(p, "nchwxc", {})
 
 
-@pytest.mark.parametrize(("reg_n", "oc_bn", "fits"), [(28, 16, True), (14, 32, True),
-                                                      (16, 32, False), (29, 16, False)])
-def test_tiles_over_the_register_file_are_skipped(reg_n, oc_bn, fits):
+# This host's widest tile that keeps its accumulators in registers (host.py), by file
+WIDEST = {host.ZMM: (28, 16), host.YMM: (14, 8), host.NEON: (6, 16)}
+
+
+def test_tiles_over_the_register_file_are_skipped():
     p = ConvProblem.make(ic=16, oc=32, ih=8, iw=8, kh=3, kw=3, ph=1, pw=1)
-    reason = registry.get("nchwc").applies(p, "nchwxc", {"reg_n": reg_n, "oc_bn": oc_bn})
-    assert (reason is None) == fits, reason
+
+    def applies(reg_n, oc_bn):
+        return registry.get("nchwc").applies(p, "nchwxc", {"reg_n": reg_n, "oc_bn": oc_bn})
+
+    reg_n, oc_bn = WIDEST[nchwc.REGISTERS]
+    assert applies(reg_n, oc_bn) is None
+    assert applies(reg_n + 1, oc_bn).endswith("spills")
+    assert "not a power of two" in applies(1, 3 * nchwc.LANES)
+
+
+@pytest.mark.skipif(host.detect_cpu().arch != "x86_64", reason="reads x86 assembly")
+@pytest.mark.parametrize("tile", ["default", "widest", "over"])
+def test_tiles_that_fit_do_not_spill_in_their_loop(tile):
+    """Compiled for this host, the hot FMA loop of a tile that fits reads and writes no
+    vector on the stack; the next wider one does (the check can fail)."""
+    reg_n, oc_bn = {"default": (nchwc.DEFAULT_REG_N, nchwc.DEFAULT_OC_BN),
+                    "widest": WIDEST[nchwc.REGISTERS],
+                    "over": (WIDEST[nchwc.REGISTERS][0] + 1, WIDEST[nchwc.REGISTERS][1])}[tile]
+    p = ConvProblem.make(ic=8, oc=oc_bn, ih=6, iw=reg_n + 2, kh=3, kw=3)
+    prepared = nchwc.BlockedNCHWc(p, make_inputs(p, 1)[1], 8, oc_bn, reg_n, False)
+    report, _ = _run(p, prepared=prepared)
+    assert report.passed
+    fmas, stack = hot_block_spills(dispatcher_asm(prepared.kernel))
+    assert fmas >= reg_n * nchwc.REGISTERS.vectors(oc_bn)
+    assert (stack > 0) == (tile == "over"), (tile, fmas, stack)
 
 
 @pytest.mark.parametrize(("oc_bn", "reg_n", "unroll_ker"), [(16, 8, False), (32, 7, True)])

@@ -35,8 +35,11 @@ def test_aarch64_offers_the_neon_width_and_x86_the_prefer_256_widths():
         "vector width 512 needs AVX-512 (an x86 host with avx512f); this aarch64 host runs "
         "auto, 128")
     assert "needs NEON (an aarch64 host)" in host.width_unsupported("128", zen)
-    # tiles are planned for NEON's 32 x 4-lane registers on ARM, zmm's 32 x 16 elsewhere
+    # tiles are planned for NEON's 32 x 4-lane registers on ARM, zmm's 32 x 16 with
+    # AVX-512, ymm's 16 x 8 on an AVX2-only x86 host
+    zen1 = host.CpuId("AuthenticAMD", 23, 1, flags=("avx2", "fma"), arch="x86_64")
     assert host.register_file(arm) == host.NEON and host.register_file(zen) == host.ZMM
+    assert host.register_file(zen1) == host.YMM
     assert host.NEON.vectors(16) == 4 and host.ZMM.vectors(16) == 1 and host.NEON.vectors(6) == 2
 
 
@@ -92,3 +95,20 @@ def test_worker_and_peak_compile_under_the_same_features(width, monkeypatch):
     monkeypatch.setenv(host.FEATURES_ENV, "restored after the test")
     worker.apply_vector_width(width)
     assert seen["peak"] == os.environ[host.FEATURES_ENV]
+
+
+# The widest tiles that compiled without a vector stack access in their FMA loop, and the
+# first ones that spilled (host.py: measured per register file)
+@pytest.mark.parametrize(("registers", "rows", "row_floats", "fits"), [
+    (host.ZMM, 28, 16, True), (host.ZMM, 14, 32, True), (host.ZMM, 6, 64, True),
+    (host.ZMM, 29, 16, False), (host.ZMM, 16, 32, False), (host.ZMM, 7, 64, False),
+    (host.YMM, 14, 8, True), (host.YMM, 6, 16, True), (host.YMM, 1, 64, True),
+    (host.YMM, 15, 8, False), (host.YMM, 7, 16, False), (host.YMM, 3, 32, False),
+    (host.YMM, 2, 48, False),
+    (host.NEON, 6, 16, True), (host.NEON, 1, 64, True),
+    (host.NEON, 7, 16, False), (host.NEON, 14, 8, False), (host.NEON, 2, 64, False)])
+def test_register_tiles_fit_as_measured(registers, rows, row_floats, fits):
+    reason = registers.tile_unfit(rows, row_floats)
+    assert (reason is None) == fits, reason
+    if reason:
+        assert reason.endswith("spills") and f"{rows} x {row_floats}" in reason
