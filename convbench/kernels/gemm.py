@@ -6,24 +6,25 @@ micro-kernel sums one KC-deep rank update into a tile of C.  MC, KC and NC are t
 blocks (A block MC x KC meant for L2, B panel KC x NR for L1, B block KC x NC for L3).
 Threads run over (MC block, NR panel) pairs of each (NC, KC) block with ``numba.prange``.
 
-Vectorisation (read with :mod:`convbench.kernels.asm`): the accumulators live in a
-stack buffer (an entry-block ``alloca`` emitted by
-:func:`~convbench.kernels._numba_support.stack_f32`), which LLVM promotes to registers.
-On the Zen 4 host every MR x NR with NR in {48, 64, 80} compiled to MR * NR / 16 zmm
-(512-bit) FMAs per k step (the default 5 x 64: 20) and a lone micro-kernel on
-cache-resident panels ran at 95-105 GFLOP/s of the ~117 peak.  A heap accumulator
-(``np.empty``) kept loads and stores in the loop (~40 GFLOP/s), and every NR = 32 kernel
-compiled to scalar or spilled code (2-7 GFLOP/s): LLVM fully unrolls a 32-wide loop
-before the loop vectoriser sees it.  NR = 64 also fits the channel counts of CNNs (64,
-128, ...) with no padded columns; NR = 48 wasted a third of the FMAs on OC = 64.
+Vectorisation (read with :mod:`convbench.kernels.asm`): the accumulators are a register
+tile of explicit LLVM vectors (:mod:`convbench.kernels.register_tile`, shared with
+NCHW[x]c), which LLVM promotes to registers.  Written as numba loops over a stack buffer,
+the micro-kernel vectorised on the Zen 4 host for NR in {48, 64, 80} (5 x 64: 95-105 GFLOP/s
+of the ~117 peak on cache-resident panels) but every NR = 32 kernel compiled to scalar or
+spilled code (2-7 GFLOP/s: LLVM fully unrolls a 32-wide loop before the loop vectoriser
+sees it); on the AVX2 host 6 x 16 became xmm FMAs and 2 x 48 kept accumulators on the
+stack, so the best tile that fitted, 1 x 64, ran at 27 GFLOP/s of the 39 peak on 1024^3
+(OpenBLAS 36).  As vectors, 6 x 16 and 4 x 24 run at 34-35 there and every NR in
+:data:`NR_CHOICES` compiles to MR x NR / lanes packed FMAs per k step with no stack access
+in the loop (zmm and ymm checked).  NR = 64 fits the channel counts of CNNs (64, 128, ...)
+with no padded columns; NR = 48 wastes a third of the FMAs on OC = 64.
 
-On aarch64 (numba's code for a Neoverse N1 under tools/arm64.sh, 4-lane NEON) the same
-trap is wider: NR = 48, 16 and 12 (with MR = 2, 6, 8) all compiled to scalar ``fmadd``,
-4 x 16 to a mix of packed and scalar code with 83 stack reloads; only NR = 64 vectorised,
-16 ``fmla v.4s`` a row of the tile.  A row then takes 16 of the 32 q registers, so there
-MR = 1 is the default (16 accumulators, no reload); 2 x 64 (32) reloaded 15 registers in
-the loop and 5 x 64 (80) 88.  Tiles over the register file's accumulator budget are
-skipped with a reason (:func:`tile_unfit`), on x86 too (8 x 64 needs 32 zmm).
+On aarch64 (numba's code for a Neoverse N1 under tools/arm64.sh, 4-lane NEON) the numba-loop
+micro-kernel vectorised only at NR = 64, 16 ``fmla v.4s`` a row of the tile.  A row then
+takes 16 of the 32 q registers, so there MR = 1 is the default (16 accumulators, no
+reload); 2 x 64 (32) reloaded 15 registers in the loop and 5 x 64 (80) 88.  Tiles over
+the register file are skipped with a reason (:func:`tile_unfit`), on x86 too (8 x 64
+needs 32 zmm).
 
 Edge tiles are computed full size on zero-padded panels; only the valid part is written.
 """
@@ -38,16 +39,24 @@ import numba
 import numpy as np
 
 from convbench import host
-from convbench.kernels._numba_support import cached_closure, f32_at, stack_f32
+from convbench.kernels._numba_support import cached_closure, stack_f32
 from convbench.kernels.base import Ints, Param, ParamValue
+from convbench.kernels.register_tile import tile_fma, tile_fma_rows, tile_store, tile_zero
 
 # Micro-tiles that vectorise on the hosts measured (see module docstring): what a suite
 # may ask for on any host; the ones over this host's register file are skipped there.
 MR_CHOICES = (1, 2, 4, 5, 6, 8)
-NR_CHOICES = (48, 64)
+NR_CHOICES = (16, 24, 32, 48, 64)
 REGISTERS = host.register_file()
-# 5 x 64 is 20 zmm accumulators; on 4-lane NEON a 64-wide row alone takes 16 q registers
-DEFAULT_MR, DEFAULT_NR = (5, 64) if REGISTERS.lanes >= 16 else (1, 64)
+# 5 x 64 is 20 zmm accumulators; on AVX2's 16 ymm 6 x 16 (12, BLIS's Haswell tile) ran at
+# 34 GFLOP/s of the 39 peak on 1024^3 where 1 x 64 ran at 28; on 4-lane NEON a 64-wide row
+# alone takes 16 q registers
+if REGISTERS.lanes >= 16:
+    DEFAULT_MR, DEFAULT_NR = 5, 64
+elif REGISTERS.lanes == 8:
+    DEFAULT_MR, DEFAULT_NR = 6, 16
+else:
+    DEFAULT_MR, DEFAULT_NR = 1, 64
 # A block 100 x 256 floats = 100 KiB (L2), B panel 256 x 64 = 64 KiB (L1 + L2), NC = 63 panels
 DEFAULT_MC, DEFAULT_KC, DEFAULT_NC = 100, 256, 4032
 
@@ -106,8 +115,8 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
                     panel[kk, cols + j] = 0.0
 
     @cached_closure(tile, fastmath=True, inline="always")
-    def store_tile(acc, c, i0, j0, first):  # pragma: no cover - jitted
-        """C[i0:, j0:] (+)= acc, clipped to C's edges."""
+    def store_scalar(acc, c, i0, j0, first):  # pragma: no cover - jitted
+        """C[i0:, j0:] (+)= acc (an MR x NR array), clipped to C's edges."""
         rows = min(MR, c.shape[0] - i0)
         cols = min(NR, c.shape[1] - j0)
         for i in range(rows):
@@ -120,18 +129,28 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
                     crow[j] += acc[i, j]
 
 
+    @cached_closure(tile, fastmath=True, inline="always")
+    def store_tile(acc, c, i0, j0, first):  # pragma: no cover - jitted
+        """C[i0:, j0:] (+)= the register tile ``acc``, clipped to C's edges: whole vectors
+        into C's rows when the tile's columns fit, else through a stack copy."""
+        rows = min(MR, c.shape[0] - i0)
+        ldc = c.strides[0] // 4
+        if j0 + NR <= c.shape[1]:
+            if first:
+                tile_store(acc, c, i0 * ldc + j0, ldc, rows, MR, NR, False)
+            else:
+                tile_store(acc, c, i0 * ldc + j0, ldc, rows, MR, NR, True)
+        else:
+            edge = numba.carray(stack_f32(MN), (MR, NR))
+            tile_store(acc, edge, 0, NR, MR, MR, NR, False)
+            store_scalar(edge, c, i0, j0, first)
+
     @cached_closure(tile, fastmath=True)
     def micro(kc, a_panel, b_panel, c, i0, j0, first):  # pragma: no cover - jitted
         """MR x NR tile of C (+)= a_panel (kc x MR)^T @ b_panel (kc x NR)."""
-        acc = numba.carray(stack_f32(MN), (MR, NR))
-        for i in range(MR):
-            for j in range(NR):
-                acc[i, j] = 0.0
+        acc = tile_zero(MR, NR)
         for kk in range(kc):
-            for i in range(MR):
-                a = a_panel[kk * MR + i]
-                for j in range(NR):
-                    acc[i, j] += a * b_panel[kk * NR + j]
+            tile_fma(acc, a_panel, kk * MR, 1, b_panel, kk * NR, MR, NR)
         store_tile(acc, c, i0, j0, first)
 
 
@@ -158,20 +177,14 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
 
         ``ind[p, t]`` is the element offset from ``x``'s data of output pixel p's input row
         for tap t, or of the shared zero vector (outside ``x``).
-        ``ind`` has rows up to p0 + MR: pad rows point at the zero vector.  B indices are
-        built from loop counters only: an index with a signed argument in it makes numba
-        keep the negative-index wraparound, and the B loads became gathers (3.6 GFLOP/s)."""
-        acc = numba.carray(stack_f32(MN), (MR, NR))
-        for i in range(MR):
-            for j in range(NR):
-                acc[i, j] = 0.0
+        ``ind`` has rows up to p0 + MR: pad rows point at the zero vector.  The tile's
+        loads and FMAs are :func:`~convbench.kernels.register_tile.tile_fma_rows`'s vectors
+        (as numba loops, an index with a signed argument made the B loads gathers: 3.6
+        GFLOP/s)."""
+        acc = tile_zero(MR, NR)
         for t in range(nt):
             for q in range(icg):
-                bk = (t * icg + q) * NR
-                for i in range(MR):
-                    a = f32_at(x, ind[p0 + i, t0 + t] + q)
-                    for j in range(NR):
-                        acc[i, j] += a * b_chunk[bk + j]
+                tile_fma_rows(acc, x, ind, p0, t0 + t, q, b_chunk, (t * icg + q) * NR, MR, NR)
         store_tile(acc, c, p0, j0, first)
 
 
@@ -280,6 +293,8 @@ class Blocking:
     def multiply_packed(self, ap: np.ndarray, bp: np.ndarray, c: np.ndarray, k: int,
                         accumulate: bool = False) -> None:
         """C (+)= A @ B from packed operands; loops NC (jc) then KC (pc), threads inside."""
+        if c.strides[1] != c.itemsize:
+            raise ValueError("c's rows must be contiguous (the micro-kernel stores vectors)")
         n = c.shape[1]
         n_jp = _ceil(n, self.NR)
         panels_per_nc = max(1, self.NC // self.NR)

@@ -17,23 +17,24 @@ blocks; the input is copied into a zero-bordered buffer (written once in build) 
 inner loops need no bounds checks; a run of the row past its right edge is computed in
 full on that buffer and only its valid positions are written.
 
-Vectorisation (read with :mod:`convbench.kernels.asm`).  The tile is a stack buffer
-accessed only as whole oc_bn-lane LLVM vectors at constant offsets (the ``_tile_*``
-intrinsics below), so SROA promotes it to registers.  On the Zen 4 host at 512 bits every
-(reg_n, oc_bn) that fits the register file compiled to reg_n * oc_bn / 16 packed zmm
-``vfmadd231ps`` per input channel (embedded ``{1to16}`` broadcast of the input value, or a
-``vbroadcastss``), no scalar FP and no accumulator spill in the loop (7 x 32: 14 zmm
-accumulators, 28 FMAs per two channels), 110-115 GFLOP/s of the ~117 peak on ResNet-50's
-3x3 layers.  Written as numba loops instead, the same tile compiled to scalar FMAs or
-gathers (2.6-7 GFLOP/s): LLVM fully unrolls a 16- or 32-lane loop of constant trip count
-before the loop vectoriser sees it (the NR = 32 trap of :mod:`convbench.kernels.gemm`).
-On aarch64 (numba's code for a Neoverse N1 under tools/arm64.sh) the same intrinsics
-compile to reg_n * oc_bn / 4 ``fmla v.4s`` per input channel, no scalar FP; the parameter
-domains there are the 4-lane ones (OC_BN, REG_N below).  On an AVX2-only x86 host
-(16 ymm of 8 lanes, :data:`convbench.host.YMM`) a 16-lane row takes two registers: the
-domains there are the 8-lane ones, and the zmm grid's tiles of 16-28 accumulators spill.
-Tiles over the register file (:meth:`convbench.host.RegisterFile.tile_unfit`) spill
-(16 x 32 on zmm: 40-90 GFLOP/s; 28 x 32: 15-65) and are skipped with a reason.
+Vectorisation (read with :mod:`convbench.kernels.asm`). The tile is a stack buffer
+accessed only as whole LLVM vectors at constant offsets (:mod:`~convbench.kernels.
+register_tile`, shared with the GEMM's micro-kernel), so SROA promotes it to registers. On
+the Zen 4 host at 512 bits every (reg_n, oc_bn) that fits the register file compiled to
+reg_n * oc_bn / 16 packed zmm ``vfmadd231ps`` per input channel (embedded ``{1to16}``
+broadcast of the input value, or a ``vbroadcastss``), no scalar FP and no accumulator
+spill in the loop (7 x 32: 14 zmm accumulators, 28 FMAs per two channels), 110-115 GFLOP/s
+of the ~117 peak on ResNet-50's 3x3 layers. Written as numba loops instead, the same tile
+compiled to scalar FMAs or gathers (2.6-7 GFLOP/s): LLVM fully unrolls a 16- or 32-lane
+loop of constant trip count before the loop vectoriser sees it (the NR = 32 trap of
+:mod:`convbench.kernels.gemm`). On aarch64 (numba's code for a Neoverse N1 under
+tools/arm64.sh) the same intrinsics compile to reg_n * oc_bn / 4 ``fmla v.4s`` per input
+channel, no scalar FP; the parameter domains there are the 4-lane ones (OC_BN, REG_N
+below). On an AVX2-only x86 host (16 ymm of 8 lanes, :data:`convbench.host.YMM`) a 16-lane
+row takes two registers: the domains there are the 8-lane ones, and the zmm grid's tiles
+of 16-28 accumulators spill. Tiles over the register file
+(:meth:`convbench.host.RegisterFile.tile_unfit`) spill (16 x 32 on zmm: 40-90 GFLOP/s; 28
+x 32: 15-65) and are skipped with a reason.
 
 The in/out layouts are "nchw{ic_bn}c"/"nchw{oc_bn}c": the harness converts outside the
 timed region, and :func:`layout_transform_seconds` measures those conversions on their
@@ -47,15 +48,12 @@ from functools import cache
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 from convbench import host
 from convbench.kernels import layouts
-from convbench.kernels._numba_support import cached_closure, stable_identity
+from convbench.kernels._numba_support import cached_closure
 from convbench.kernels.base import Algorithm, Ints, Param, ParamValue, Prepared
+from convbench.kernels.register_tile import tile_fma, tile_store, tile_zero
 from convbench.spec.problem import ConvProblem
 
 # The register file the tiles are planned for: 32 zmm of 16 float32 lanes on x86, 32 NEON
@@ -102,113 +100,6 @@ MIN_CHAINS = 8
 SPACE_CAP = 100
 
 
-def _vector_type(lanes: int) -> ir.VectorType:
-    return ir.VectorType(ir.FloatType(), lanes)
-
-
-def _row_ptr(builder, base, offset):
-    """``base`` + ``offset`` float32 elements, as a pointer for a whole-row vector access."""
-    return builder.gep(base, [offset])
-
-
-@intrinsic
-def _tile_zero(typingctx, reg_n, oc_bn):  # pragma: no cover - typing/codegen hook
-    """Pointer to reg_n x oc_bn zeroed float32 accumulators on the caller's stack.
-
-    Every access to them (here, in :func:`_tile_fma` and :func:`_tile_store`) is a whole
-    oc_bn-lane vector at a constant row offset, so LLVM's SROA turns the buffer into
-    reg_n vector registers (two zmm a row for oc_bn = 32); one scalar access would keep
-    it in memory."""
-    if not (isinstance(reg_n, types.IntegerLiteral) and isinstance(oc_bn, types.IntegerLiteral)):
-        return None
-    rows, lanes = reg_n.literal_value, oc_bn.literal_value
-
-    def codegen(context, builder, signature, args):
-        vec = _vector_type(lanes)
-        with builder.goto_entry_block():
-            acc = builder.alloca(ir.ArrayType(vec, rows))
-        acc = builder.bitcast(acc, context.get_value_type(types.CPointer(types.float32)))
-        for r in range(rows):
-            builder.store(vec(None), builder.bitcast(_row_ptr(builder, acc, ir.Constant(
-                ir.IntType(64), r * lanes)), vec.as_pointer()))
-        return acc
-
-    return types.CPointer(types.float32)(reg_n, oc_bn), codegen
-
-
-@intrinsic
-def _tile_fma(typingctx, acc, x, x_off, x_step, w, w_off, reg_n, oc_bn):  # pragma: no cover
-    """acc[r, :] += x[x_off + r * x_step] * w[w_off : w_off + oc_bn] for r < reg_n: one
-    input value broadcast to all lanes times the kernel's oc_bn-wide vector, per row.
-
-    Written as LLVM vector operations because numba's loops do not survive: with oc_bn a
-    compile-time 16 or 32, LLVM fully unrolls the lane loop before vectorising and left
-    scalar FMAs or gathers (2.6-7 GFLOP/s on the Zen 4 host).  Offsets are in elements of
-    the arrays' data (C-contiguous, no bounds checks: the caller keeps them in range)."""
-    if not (isinstance(reg_n, types.IntegerLiteral) and isinstance(oc_bn, types.IntegerLiteral)
-            and isinstance(x, types.Array) and isinstance(w, types.Array)
-            and x.dtype == w.dtype == types.float32):
-        return None
-    rows, lanes = reg_n.literal_value, oc_bn.literal_value
-
-    def codegen(context, builder, signature, args):
-        acc, x_arr, x_off, x_step, w_arr, w_off = args[:6]
-        sig = signature.args
-        vec = _vector_type(lanes)
-        intp = context.get_value_type(types.intp)
-        x_off, x_step, w_off = (context.cast(builder, v, t, types.intp)
-                                for v, t in ((x_off, sig[2]), (x_step, sig[3]), (w_off, sig[5])))
-        x_data = context.make_array(sig[1])(context, builder, value=x_arr).data
-        w_data = context.make_array(sig[4])(context, builder, value=w_arr).data
-        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3),
-                                             f"llvm.fma.v{lanes}f32")
-        wv = builder.load(builder.bitcast(_row_ptr(builder, w_data, w_off), vec.as_pointer()),
-                          align=4)
-        for r in range(rows):
-            xi = builder.add(x_off, builder.mul(x_step, ir.Constant(intp, r)))
-            xv = builder.load(_row_ptr(builder, x_data, xi), align=4)
-            xs = builder.shuffle_vector(
-                builder.insert_element(vec(ir.Undefined), xv, ir.Constant(ir.IntType(32), 0)),
-                vec(ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
-            row = builder.bitcast(_row_ptr(builder, acc, ir.Constant(intp, r * lanes)),
-                                  vec.as_pointer())
-            builder.store(builder.call(fma, [xs, wv, builder.load(row)]), row)
-        return context.get_dummy_value()
-
-    return types.none(acc, x, x_off, x_step, w, w_off, reg_n, oc_bn), codegen
-
-
-@intrinsic
-def _tile_store(typingctx, acc, y, y_off, rows, reg_n, oc_bn):  # pragma: no cover
-    """y[y_off + r * oc_bn : ... + oc_bn] = acc[r, :] for r < min(rows, reg_n)."""
-    if not (isinstance(reg_n, types.IntegerLiteral) and isinstance(oc_bn, types.IntegerLiteral)
-            and isinstance(y, types.Array) and y.dtype == types.float32):
-        return None
-    n_rows, lanes = reg_n.literal_value, oc_bn.literal_value
-
-    def codegen(context, builder, signature, args):
-        acc, y_arr, y_off, valid = args[:4]
-        sig = signature.args
-        vec = _vector_type(lanes)
-        intp = context.get_value_type(types.intp)
-        y_off = context.cast(builder, y_off, sig[2], types.intp)
-        valid = context.cast(builder, valid, sig[3], types.intp)
-        y_data = context.make_array(sig[1])(context, builder, value=y_arr).data
-        for r in range(n_rows):
-            with cgutils.if_likely(builder, builder.icmp_signed("<", ir.Constant(intp, r), valid)):
-                src = builder.bitcast(_row_ptr(builder, acc, ir.Constant(intp, r * lanes)),
-                                      vec.as_pointer())
-                dst = _row_ptr(builder, y_data, builder.add(y_off, ir.Constant(intp, r * lanes)))
-                builder.store(builder.load(src), builder.bitcast(dst, vec.as_pointer()), align=4)
-        return context.get_dummy_value()
-
-    return types.none(acc, y, y_off, rows, reg_n, oc_bn), codegen
-
-
-for _name, _fn in (("zero", _tile_zero), ("fma", _tile_fma), ("store", _tile_store)):
-    stable_identity(_fn, f"nchwc.tile_{_name}")
-
-
 @cache
 def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int):
     """The kernel with the tile (reg_n x oc_bn), ic_bn, the width stride and, when
@@ -228,15 +119,15 @@ def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed
         channels of a block, then one write of its ``rows`` valid rows."""
         if kh_fixed:
             kh_len, kw_len = kh_fixed, kw_fixed
-        acc = _tile_zero(REG_N, OC_BN)
+        acc = tile_zero(REG_N, OC_BN)
         for icb in range(icb_len):
             for kh in range(kh_len):
                 for kw in range(kw_len):
                     xb = x0 + icb * x_icb + kh * x_kh + kw * x_kw
                     wb = w0 + ((icb * kh_len + kh) * kw_len + kw) * W_TAP
                     for ic in range(IC_BN):
-                        _tile_fma(acc, xp, xb + ic, X_STEP, w, wb + ic * OC_BN, REG_N, OC_BN)
-        _tile_store(acc, y, y0, rows, REG_N, OC_BN)
+                        tile_fma(acc, xp, xb + ic, X_STEP, w, wb + ic * OC_BN, REG_N, OC_BN)
+        tile_store(acc, y, y0, OC_BN, rows, REG_N, OC_BN, False)
 
     tile = cached_closure(key, fastmath=True)(tile)
 
@@ -325,12 +216,6 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
         return "NCHW[x]c here supports groups = 1 only"
     reg_n, oc_bn = (int(params.get("reg_n", DEFAULT_REG_N)),
                     int(params.get("oc_bn", DEFAULT_OC_BN)))
-    row = REGISTERS.vectors(oc_bn)
-    if row & (row - 1):
-        # LLVM splits a vector of 3, 5, ... registers badly: 7 x 48 on zmm compiled to a
-        # loop of 758 stack accesses
-        return (f"oc_bn = {oc_bn} takes {row} {REGISTERS.name} registers a row, not a power "
-                f"of two: spills")
     return REGISTERS.tile_unfit(reg_n, oc_bn)
 
 

@@ -46,7 +46,6 @@ from convbench.kernels.gemm import (
     GEMM_BACKEND,
     GEMM_BACKENDS,
     MR_CHOICES,
-    REGISTERS,
     Blocking,
     gemm_backend,
     tile_unfit,
@@ -62,9 +61,10 @@ TILE_BLOCKS = (64, 256, 1024)
 # rows.  MR = 4 ran ~10% below 5 and 6 per row at equal padding on the Zen 4 host (one
 # B load per 4 instead of 5 or 6 FMAs; 91 vs 100 GFLOP/s at 64 tiles x 256 x 256), so
 # its rows count MR4_ROW_COST; 8 (32 zmm accumulators, all the registers) ran at ~60
-# GFLOP/s and is left out.  On 4-lane NEON a 64-wide row takes 16 of the 32 registers:
-# MR = 1, the GEMM's default there, is the only tile that fits (convbench.kernels.gemm).
-MR_AUTO = (4, 5, 6) if REGISTERS.lanes >= 16 else (DEFAULT_MR,)
+# GFLOP/s and is left out.  On AVX2 the GEMM's 16-wide default row fits 4, 5 and 6 rows
+# too (12 ymm accumulators at 6).  On 4-lane NEON a 64-wide row takes 16 of the 32
+# registers: MR = 1, the GEMM's default there, is the only tile that fits.
+MR_AUTO = tuple(mr for mr in (4, 5, 6) if tile_unfit(mr, DEFAULT_NR) is None) or (DEFAULT_MR,)
 MR4_ROW_COST = 1.1
 
 

@@ -7,14 +7,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convbench.kernels.asm import dispatcher_asm, fp_profile
+from convbench import host
+from convbench.kernels.asm import dispatcher_asm, fp_profile, hot_block_spills
 from convbench.kernels.gemm import (
     BLOCKING_PARAMS,
+    MR_CHOICES,
+    NR_CHOICES,
+    REGISTERS,
     Blocking,
     blocking_from,
     blocking_unused,
     micro_kernels,
     sgemm,
+    tile_unfit,
 )
 from convbench.kernels.reference import EPS32, TOLERANCE_C
 from tests.kernels.gemm_family_support import check_variant, conv_problems
@@ -73,17 +78,24 @@ def test_rejects_mismatched_or_strided_operands():
         sgemm(a, np.zeros((5, 6), np.float32), np.zeros((6, 4), np.float32).T)
 
 
-@pytest.mark.parametrize(("mr", "nr"), [(5, 64), (8, 48)])
-def test_micro_kernels_compile_to_packed_fmas(mr, nr):
-    """BRIEF.md: numba silently falls back to scalar code; the assembly must show packed FMAs
-    (20 zmm FMAs per k step for 5 x 64 on the Zen 4 host)."""
-    sgemm(np.ones((mr + 1, 3), np.float32), np.ones((3, nr + 1), np.float32),
-          blocking=Blocking(MR=mr, NR=nr))
-    kernels = micro_kernels(mr, nr)
-    profile = fp_profile(dispatcher_asm(kernels.macro))
-    assert profile.vectorised, profile
-    assert profile.total_packed_fma >= mr, profile   # at least one vector FMA per row of the tile
-    assert profile.scalar_fma == 0, profile
+@pytest.mark.skipif(host.detect_cpu().arch != "x86_64", reason="reads x86 assembly")
+@pytest.mark.parametrize("nr", NR_CHOICES)
+def test_widest_micro_tile_per_nr_is_packed_and_never_spills(nr):
+    """BRIEF.md: numba silently falls back to scalar code; here the assembly of the widest
+    MR that fits this host's registers at each NR must show MR x (NR / lanes) packed FMAs
+    in its loop, no scalar FMA and no vector read or written on the stack there (the
+    numba-loop micro-kernel spilled 2 x 48 and went to xmm at 6 x 16 on the AVX2 host)."""
+    mr = max(m for m in MR_CHOICES if tile_unfit(m, nr) is None)
+    rng = np.random.default_rng(nr)
+    a = rng.standard_normal((2 * mr + 1, 37)).astype(np.float32)
+    b = rng.standard_normal((37, nr + 3)).astype(np.float32)
+    c = sgemm(a, b, blocking=Blocking(MR=mr, NR=nr))
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    asm = dispatcher_asm(micro_kernels(mr, nr).macro)
+    profile = fp_profile(asm)
+    assert profile.vectorised and profile.scalar_fma == 0, profile
+    fmas, stack = hot_block_spills(asm)
+    assert fmas >= mr * REGISTERS.vectors(nr) and stack == 0, (mr, nr, fmas, stack)
 
 
 def test_blocking_params_map_to_blocking_and_only_tune_own():

@@ -105,7 +105,8 @@ def test_tiles_over_the_register_file_are_skipped():
     reg_n, oc_bn = WIDEST[nchwc.REGISTERS]
     assert applies(reg_n, oc_bn) is None
     assert applies(reg_n + 1, oc_bn).endswith("spills")
-    assert "not a power of two" in applies(1, 3 * nchwc.LANES)
+    # a row of three registers is held as three vectors (register_tile): it fits
+    assert applies(2, 3 * nchwc.LANES) is None
 
 
 @pytest.mark.skipif(host.detect_cpu().arch != "x86_64", reason="reads x86 assembly")

@@ -112,3 +112,12 @@ def test_register_tiles_fit_as_measured(registers, rows, row_floats, fits):
     assert (reason is None) == fits, reason
     if reason:
         assert reason.endswith("spills") and f"{rows} x {row_floats}" in reason
+
+
+def test_register_tile_rows_are_whole_registers_then_powers_of_two():
+    from convbench.kernels.register_tile import row_vectors
+
+    assert row_vectors(48, 16) == [(0, 16), (16, 16), (32, 16)]   # 3 zmm, not <48 x float>
+    assert row_vectors(20, 8) == [(0, 8), (8, 8), (16, 4)]
+    assert row_vectors(3, 8) == [(0, 2), (2, 1)]
+    assert row_vectors(64, 4) == [(i, 4) for i in range(0, 64, 4)]
