@@ -3,8 +3,9 @@ tour's console blocks, in order, in one scratch directory; each must exit 0 and 
 line the README shows under it.
 
 A shown line matches with its numbers, variant ids (anything with a "/"), time units and
-rule lines (``-----``) as wildcards and any run of spaces as any whitespace: those differ
-from host to host and run to run; the words do not.  ``...`` marks left-out lines.  Runs
+rule lines (``-----``) as wildcards, "faster" and "slower" as either (the sign of a
+ratio near 1), and any run of spaces as any whitespace: those differ from host to host and
+run to run; the other words do not.  ``...`` marks left-out lines.  Runs
 get ``-q`` (no progress bar); the smoke suite's timing is already the shortest.
 """
 
@@ -44,6 +45,8 @@ def _token(word: str) -> str:
         return r"(?:us|ms|s)"
     if re.fullmatch(NUMBER, word):
         return NUMBER
+    if word in ("faster", "slower"):
+        return r"(?:faster|slower)"                 # "own 1.41x slower": a number's sign
     return re.escape(word)
 
 
@@ -65,6 +68,9 @@ def test_tour_patterns_read_numbers_and_variants_as_wildcards():
     assert not line_pattern(shown).search(printed.replace("best plan", "worst plan"))
     row = "1  conv1x1   1  im2col/nhwc/gemm=blas   20.68 us    19.41  onnxruntime/nchw8c  0.92"
     assert line_pattern(row).search("1 conv1x1 1 direct/nchw 31 us 12.00 xnnpack/nhwc 1.05")
+    own = "own kernels alone 206.8 us, libraries alone 147 us: own 1.41x slower"
+    assert line_pattern(own).search(own.replace("1.41x slower", "1.02x faster"))
+    assert not line_pattern(own).search(own.replace("slower", "behind"))
 
 
 def test_the_tour_runs_as_written(tmp_path):

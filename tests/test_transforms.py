@@ -64,7 +64,7 @@ layers:
 sweep:
   algorithms: [nchwc]
   threads: [1]
-  params: {nchwc: {ic_bn: [8], oc_bn: [16], reg_n: [7]}}
+  params: {nchwc: {ic_bn: [8], oc_bn: [16], reg_n: [4]}}
   timing: {min_time: 0.0002, values: 3, warmups: 0, timeout: 60, processes: 1}
 """
 
