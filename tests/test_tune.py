@@ -20,7 +20,7 @@ import pytest
 from convbench import host
 from convbench.errors import ConvbenchError
 from convbench.harness.options import RunOptions, make_plan
-from convbench.kernels import nchwc, registry
+from convbench.kernels import gemm, indirect, nchwc, registry
 from convbench.results import schema
 from convbench.spec.descriptor import parse_descriptor
 from convbench.spec.suite import load_suite
@@ -114,6 +114,45 @@ def test_nchwc_space_is_capped_and_holds_the_default(suite):
                     grid = {"ic_bn": i, "oc_bn": o, "reg_n": r, "unroll_ker": False}
                     if r <= ow and nchwc._applies(layer.problem, "nchwxc", grid) is None:
                         assert grid in found, (layer.name, grid)
+
+
+# --- the GEMM's register tiles (indirect's tuning space) ---------------------------------
+
+def test_padded_work_counts_the_edge_tiles():
+    assert gemm.padded_work(49, 512, 6, 16) == pytest.approx(54 / 49)
+    assert gemm.padded_work(49, 512, 1, 64) == 1.0
+    assert gemm.padded_work(56 * 56, 64, 4, 24) == pytest.approx(72 / 64)
+
+
+@pytest.mark.parametrize("rows,cols", [(49, 512), (3136, 64), (784, 128), (12544, 32)])
+def test_gemm_tile_space_fits_the_registers_default_first(rows, cols):
+    tiles = gemm.tile_space(rows, cols)
+    assert tiles[0] == (gemm.DEFAULT_MR, gemm.DEFAULT_NR)
+    assert 1 < len(tiles) <= gemm.TILE_SPACE_CAP and len(set(tiles)) == len(tiles)
+    for mr, nr in tiles:
+        assert mr in gemm.MR_CHOICES and nr in gemm.NR_CHOICES
+        assert gemm.tile_unfit(mr, nr) is None
+        assert mr * gemm.REGISTERS.vectors(nr) >= gemm.MIN_CHAINS
+    # after the default: least padded work first (to 0.1%: then more accumulators)
+    work = [round(gemm.padded_work(rows, cols, *t), 3) for t in tiles[1:]]
+    assert work == sorted(work)
+
+
+def test_indirect_space_by_layer():
+    res5 = parse_descriptor("mb1ic2048ih7oc512oh7kh1")     # K = 2048: two KC depths
+    found = indirect.tuning_space(res5)
+    default = {p.name: p.default for p in indirect.PARAMS}
+    assert found[0] == default
+    assert {c["KC"] for c in found} == {gemm.DEFAULT_KC, 2 * gemm.DEFAULT_KC}
+    assert all(indirect.ALGORITHMS[0].applies(res5, "nhwc", c) is None for c in found)
+    # 49 output rows: a tile that pads less than MR = 6 (54 rows) is measured
+    assert any(49 % c["MR"] == 0 or gemm.padded_work(49, 512, c["MR"], c["NR"]) < 54 / 49
+               for c in found)
+    short = indirect.tuning_space(parse_descriptor("mb1ic64ih56oc64oh56kh1"))  # K = 64
+    assert {c["KC"] for c in short} == {gemm.DEFAULT_KC}
+    assert len(short) == len(gemm.tile_space(56 * 56, 64))
+    depthwise = parse_descriptor("mb1ic32ih112oc32oh112kh3ph1g32")
+    assert indirect.tuning_space(depthwise) == [default]
 
 
 def test_candidates_generated_per_layer_baselines_left_out(tmp_path):

@@ -41,7 +41,13 @@ import numpy as np
 from convbench import host
 from convbench.kernels._numba_support import cached_closure, stack_f32
 from convbench.kernels.base import Ints, Param, ParamValue
-from convbench.kernels.register_tile import tile_fma, tile_fma_rows, tile_store, tile_zero
+from convbench.kernels.register_tile import (
+    MIN_CHAINS,
+    tile_fma,
+    tile_fma_rows,
+    tile_store,
+    tile_zero,
+)
 
 # Micro-tiles that vectorise on the hosts measured (see module docstring): what a suite
 # may ask for on any host; the ones over this host's register file are skipped there.
@@ -396,6 +402,31 @@ def tile_unfit(mr: int, nr: int) -> str | None:
     accumulators in the micro-kernel's loop); None when it fits."""
     reason = REGISTERS.tile_unfit(mr, nr)
     return f"MR x NR = {reason}" if reason else None
+
+
+# At most this many MR x NR tiles per layer in a tuning space: 6 x 16, 5 x 16, 4 x 24, 4 x 16,
+# 2 x 32 and 1 x 64 are all the AVX2 host has; on zmm the cap keeps the best-filled ones.
+TILE_SPACE_CAP = 6
+
+
+def padded_work(rows: int, cols: int, mr: int, nr: int) -> float:
+    """FMAs an MR x NR tiling of a rows x cols C computes per useful one (edge tiles run
+    full size): ResNet-50's res5 has rows = 7 x 7 = 49, which MR = 6 pads to 54 (1.10)."""
+    return (_ceil(rows, mr) * mr * _ceil(cols, nr) * nr) / (rows * cols)
+
+
+def tile_space(rows: int, cols: int) -> list[tuple[int, int]]:
+    """The MR x NR tiles worth measuring on a GEMM whose C is rows x cols, at most
+    :data:`TILE_SPACE_CAP`: the default first, then the tiles of :data:`MR_CHOICES` x
+    :data:`NR_CHOICES` that fit this host's registers with at least
+    :data:`~convbench.kernels.register_tile.MIN_CHAINS` accumulators, least padded work
+    first, then most accumulators (ties: more rows reuse each loaded B vector more)."""
+    fit = [(mr, nr) for mr in MR_CHOICES for nr in NR_CHOICES
+           if tile_unfit(mr, nr) is None
+           and mr * REGISTERS.vectors(nr) >= MIN_CHAINS and (mr, nr) != (DEFAULT_MR, DEFAULT_NR)]
+    fit.sort(key=lambda t: (round(padded_work(rows, cols, *t), 3),
+                            -t[0] * REGISTERS.vectors(t[1]), -t[0]))
+    return [(DEFAULT_MR, DEFAULT_NR), *fit][:TILE_SPACE_CAP]
 
 
 def blocking_unfit(params: Mapping[str, ParamValue]) -> str | None:

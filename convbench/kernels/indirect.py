@@ -20,7 +20,15 @@ from collections.abc import Mapping
 import numpy as np
 
 from convbench.kernels.base import Algorithm, ParamValue, Prepared
-from convbench.kernels.gemm import BLOCKING_PARAMS, Blocking, blocking_from, blocking_unfit
+from convbench.kernels.gemm import (
+    BLOCKING_PARAMS,
+    DEFAULT_KC,
+    DEFAULT_MC,
+    Blocking,
+    blocking_from,
+    blocking_unfit,
+    tile_space,
+)
 from convbench.spec.problem import ConvProblem
 
 _PAD = -1   # offset marking a padding tap (bound to the zero vector)
@@ -114,6 +122,21 @@ class IndirectNHWC(Prepared):
                 "rebinds": self.rebinds}
 
 
+def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
+    """What ``convbench tune`` measures for a layer: the GEMM's register tiles for its
+    C = (N*OH*OW) x OCg (:func:`~convbench.kernels.gemm.tile_space`: the best tile moves
+    with the layer -- 49 output rows on res5 pad to 54 with MR = 6, to 50 with MR = 5), each
+    at the default KC and, where the reduction (taps x ICg) is longer, at twice it (fewer
+    passes over C; more taps per L1-resident B chunk).  Groups > 1 keep the default: a
+    group's GEMM is ICg = 1 wide on depthwise layers, where the tile is not what counts."""
+    if problem.g != 1:
+        return [{p.name: p.default for p in PARAMS}]
+    depths = [DEFAULT_KC] + ([2 * DEFAULT_KC] if problem.reduction_length > DEFAULT_KC else [])
+    return [{"MR": mr, "NR": nr, "MC": DEFAULT_MC, "KC": kc}
+            for mr, nr in tile_space(problem.mb * problem.oh * problem.ow, problem.ocg)
+            for kc in depths]
+
+
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,
            params: Mapping[str, ParamValue]) -> Prepared:
     return IndirectNHWC(problem, w, blocking_from(params))
@@ -128,6 +151,7 @@ ALGORITHMS = [
         build=_build,
         params=PARAMS,
         applies=lambda problem, layout, params: blocking_unfit(params),
+        tuning_space=tuning_space,
         notes="No im2col copy: the packed-GEMM micro-kernel reads input rows through an "
               "indirection buffer of addresses; padding taps read one zero vector.",
     )

@@ -53,7 +53,7 @@ from convbench import host
 from convbench.kernels import layouts
 from convbench.kernels._numba_support import cached_closure
 from convbench.kernels.base import Algorithm, Ints, Param, ParamValue, Prepared
-from convbench.kernels.register_tile import tile_fma, tile_store, tile_zero
+from convbench.kernels.register_tile import MIN_CHAINS, tile_fma, tile_store, tile_zero
 from convbench.spec.problem import ConvProblem
 
 # The register file the tiles are planned for: 32 zmm of 16 float32 lanes on x86, 32 NEON
@@ -89,10 +89,6 @@ else:
 UNROLL_KER = (False,)
 # reg_n's bound for a suite: a reg_n past the zmm budget fits no register file at any oc_bn
 REG_N_BOUND = host.ZMM.accumulators
-# Independent accumulators that keep both 512-bit FMA pipes busy: FMA latency 4 x 2 pipes
-# (the machine-peak kernel needs eight chains for the same reason).  A tile with fewer
-# waits on its own FMAs.
-MIN_CHAINS = 8
 # At most this many candidates per layer: successive halving measures every one briefly,
 # and the factor space alone reached 686 on a 64-channel 56x56 layer (7 ic_bn x 7 oc_bn x
 # 7 reg_n x 2 unroll_ker); the 200 of net_suite's 16-channel 8x8 3x3 layer took 5 minutes

@@ -27,6 +27,10 @@ from convbench import host
 from convbench.kernels._numba_support import stable_identity
 
 REGISTERS = host.register_file()
+# Independent accumulators that keep two FMA pipes busy: FMA latency 4 x 2 pipes (the
+# machine-peak kernel needs eight chains for the same reason; Intel's 512-bit and Zen 3's
+# 256-bit cores both have two).  A tile with fewer waits on its own FMAs.
+MIN_CHAINS = 8
 
 
 def row_vectors(width: int, lanes: int = REGISTERS.lanes) -> list[tuple[int, int]]:
