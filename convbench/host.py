@@ -258,6 +258,11 @@ class RegisterFile:
         """Registers that ``floats`` float32 lanes take (a part register counts whole)."""
         return -(-floats // self.lanes)
 
+    def tile_accumulators(self, rows: int, row_floats: int) -> int:
+        """Registers the accumulators of a ``rows`` x ``row_floats`` register tile take:
+        its independent FMA chains."""
+        return rows * self.vectors(row_floats)
+
     def tile_unfit(self, rows: int, row_floats: int) -> str | None:
         """Why a register tile of ``rows`` accumulator rows of ``row_floats`` lanes, each
         row updated by one broadcast input times one ``row_floats``-wide operand row,
@@ -267,7 +272,7 @@ class RegisterFile:
         accumulators plus the operand row and the broadcast within the register file (with
         one row to update, each FMA reads its operand from memory instead)."""
         row = self.vectors(row_floats)
-        accumulators = rows * row
+        accumulators = self.tile_accumulators(rows, row_floats)
         live = accumulators + (1 if rows == 1 else row + 1)
         name = self.name
         if accumulators > self.accumulators:

@@ -132,7 +132,7 @@ def test_gemm_tile_space_fits_the_registers_default_first(rows, cols):
     for mr, nr in tiles:
         assert mr in gemm.MR_CHOICES and nr in gemm.NR_CHOICES
         assert gemm.tile_unfit(mr, nr) is None
-        assert mr * gemm.REGISTERS.vectors(nr) >= gemm.MIN_CHAINS
+        assert gemm.REGISTERS.tile_accumulators(mr, nr) >= gemm.MIN_CHAINS
     # after the default: least padded work first (to 0.1%: then more accumulators)
     work = [round(gemm.padded_work(rows, cols, *t), 3) for t in tiles[1:]]
     assert work == sorted(work)

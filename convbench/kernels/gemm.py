@@ -423,9 +423,10 @@ def tile_space(rows: int, cols: int) -> list[tuple[int, int]]:
     first, then most accumulators (ties: more rows reuse each loaded B vector more)."""
     fit = [(mr, nr) for mr in MR_CHOICES for nr in NR_CHOICES
            if tile_unfit(mr, nr) is None
-           and mr * REGISTERS.vectors(nr) >= MIN_CHAINS and (mr, nr) != (DEFAULT_MR, DEFAULT_NR)]
+           and REGISTERS.tile_accumulators(mr, nr) >= MIN_CHAINS
+           and (mr, nr) != (DEFAULT_MR, DEFAULT_NR)]
     fit.sort(key=lambda t: (round(padded_work(rows, cols, *t), 3),
-                            -t[0] * REGISTERS.vectors(t[1]), -t[0]))
+                            -REGISTERS.tile_accumulators(*t), -t[0]))
     return [(DEFAULT_MR, DEFAULT_NR), *fit][:TILE_SPACE_CAP]
 
 

@@ -203,10 +203,6 @@ def layout_transform_seconds(problem: ConvProblem, ic_bn: int, oc_bn: int,
     return {"to_nchwxc_seconds": to_blocked, "from_nchwxc_seconds": from_blocked}
 
 
-def _accumulators(reg_n: int, oc_bn: int) -> int:
-    return reg_n * REGISTERS.vectors(oc_bn)
-
-
 def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]) -> str | None:
     if problem.g != 1:
         return "NCHW[x]c here supports groups = 1 only"
@@ -269,8 +265,8 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
         return _applies(problem, "nchwxc", {"reg_n": reg_n, "oc_bn": oc_bn}) is None
 
     tiles = [(r, o) for o in oc_bns for r in reg_ns if fits(r, o)]
-    chains = min(MIN_CHAINS, max((_accumulators(r, o) for r, o in tiles), default=0))
-    tiles = [(r, o) for r, o in tiles if _accumulators(r, o) >= chains]
+    chains = min(MIN_CHAINS, max((REGISTERS.tile_accumulators(r, o) for r, o in tiles), default=0))
+    tiles = [(r, o) for r, o in tiles if REGISTERS.tile_accumulators(r, o) >= chains]
     found = [{"ic_bn": i, "oc_bn": o, "reg_n": r, "unroll_ker": u}
              for u in unrolls for i in ic_bns for r, o in tiles]
     grid = [{"ic_bn": i, "oc_bn": o, "reg_n": r, "unroll_ker": u}
@@ -279,7 +275,7 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
     kept = [default, *grid]   # the default fits: 7 x 32 is 14 accumulators
     rest = sorted((c for c in found if c not in kept),
                   key=lambda c: (c["unroll_ker"], _distance(c),
-                                 -_accumulators(int(c["reg_n"]), int(c["oc_bn"]))))
+                                 -REGISTERS.tile_accumulators(int(c["reg_n"]), int(c["oc_bn"]))))
     unique = list({tuple(sorted(c.items())): c for c in kept}.values())
     return [*unique, *rest][:max(SPACE_CAP, len(unique))]
 
