@@ -27,15 +27,21 @@ from typing import Any
 SETTLE_N = 512   # the settling sgemm's size: 384^3 and up ended the slow state
 
 
-def use_threads(threads: int) -> Any:
+def use_threads(threads: int, settle: bool = True) -> Any:
     """Run numba's parallel loops and BLAS/OpenMP libraries with ``threads`` threads, and
-    settle OpenBLAS.  Returns threadpoolctl's limiter (keep it for the process's life)."""
+    (``settle``) settle OpenBLAS.  Returns threadpoolctl's limiter (keep it for the
+    process's life).
+
+    A simulated counting pass does not settle: the slow state is one of speed, not of
+    instructions, and under callgrind the 512^3 GEMM took 8.4 s, about a third of a
+    simulated worker's ~28 s on a one-case run (AMD EPYC Zen 3 host)."""
     import numba
     import threadpoolctl
 
     numba.set_num_threads(threads)
     limiter = threadpoolctl.threadpool_limits(threads)
-    settle_blas()
+    if settle:
+        settle_blas()
     return limiter
 
 

@@ -106,7 +106,8 @@ def run_job(job: Job, channel: Channel) -> None:
 
     threads, timing = job.threads, job.timing
     cpus = affinity.format_cpu_list(affinity.allowed_cpus())  # as applied by main()
-    blas_limit = use_threads(threads)  # noqa: F841 - held for the job
+    # a counting pass under callgrind counts instructions: settling is for timing
+    blas_limit = use_threads(threads, settle=not job.count_only)  # noqa: F841 - held
     channel.send(Hello(settings={
         "threads": threads, "numba_threads": numba.get_num_threads(), "cpus": cpus,
         "vector_width": job.vector_width, "compile_width": job.compile_width,
@@ -115,7 +116,9 @@ def run_job(job: Job, channel: Channel) -> None:
                  for k in ("OPENBLAS_THREAD_TIMEOUT", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")},
         "blas": [{k: str(v) for k, v in lib.items()}
                  for lib in threadpoolctl.threadpool_info()],
-        "blas_settled_by": f"sgemm {SETTLE_N}^3"}))
+        # a counting worker shares its group's settings entry: it leaves the timing
+        # worker's word on settling as it is
+        **({} if job.count_only else {"blas_settled_by": f"sgemm {SETTLE_N}^3"})}))
     count_kind = job.counters
     if counters.needs_separate_pass(count_kind) and not job.count_only:
         count_kind = "none"  # simulated counts come from their own pass
