@@ -106,8 +106,9 @@ def run_job(job: Job, channel: Channel) -> None:
 
     threads, timing = job.threads, job.timing
     cpus = affinity.format_cpu_list(affinity.allowed_cpus())  # as applied by main()
-    # a counting pass under callgrind counts instructions: settling is for timing
-    blas_limit = use_threads(threads, settle=not job.count_only)  # noqa: F841 - held
+    # settling OpenBLAS is for timing; a counting pass under callgrind is never timed
+    settle = not job.count_only
+    blas_limit = use_threads(threads, settle)  # noqa: F841 - held for the job
     channel.send(Hello(settings={
         "threads": threads, "numba_threads": numba.get_num_threads(), "cpus": cpus,
         "vector_width": job.vector_width, "compile_width": job.compile_width,
@@ -118,7 +119,7 @@ def run_job(job: Job, channel: Channel) -> None:
                  for lib in threadpoolctl.threadpool_info()],
         # a counting worker shares its group's settings entry: it leaves the timing
         # worker's word on settling as it is
-        **({} if job.count_only else {"blas_settled_by": f"sgemm {SETTLE_N}^3"})}))
+        **({"blas_settled_by": f"sgemm {SETTLE_N}^3"} if settle else {})}))
     count_kind = job.counters
     if counters.needs_separate_pass(count_kind) and not job.count_only:
         count_kind = "none"  # simulated counts come from their own pass
