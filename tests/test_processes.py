@@ -86,15 +86,36 @@ def test_a_per_process_bias_is_no_false_alarm(tmp_path: Path, gated_env, cli) ->
     assert gated["time"]["verdict"] != decision.SLOWER
 
 
+CONTROLS = ("conv3x3|direct/nchw|t1|vauto", "conv3x3|im2col/nchw/gemm=blas|t1|vauto")
+PAIR_ATTEMPTS = 3
+
+
 def test_a_ten_percent_slower_kernel_still_fails(tmp_path: Path, gated_env, cli) -> None:
-    runs = []
-    for name, extra in (("a", "0"), ("b", "0.12")):   # ~10% more time (the GEMM part)
-        env = {**gated_env, gate_kernels.EXTRA_WORK_ENV: extra}
-        runs.append(_run(tmp_path / name, env))
-    code, out, _ = cli("compare", *runs, "--format", "json")
-    data = json.loads(out)
+    """t_gated does ~10% more work in run b; direct and im2col are unchanged controls.
+
+    A pair of runs counts only when the gate sees no change on both controls: on the Zen 3
+    host one CI pair had its first run in a slow stretch (direct 8.5 ms there, 4.7 ms in
+    the second run; ref-normalised 0.72x), and a 10% effect cannot be resolved against a
+    machine that moved 10-30% between the runs. Such a pair is measured again, at most
+    PAIR_ATTEMPTS times; the gate must flag t_gated, and only it, on a steady pair."""
+    drifted = []
+    for attempt in range(PAIR_ATTEMPTS):
+        runs = []
+        for name, extra in (("a", "0"), ("b", "0.12")):   # ~10% more time (the GEMM part)
+            env = {**gated_env, gate_kernels.EXTRA_WORK_ENV: extra}
+            runs.append(_run(tmp_path / f"{name}{attempt}", env))
+        code, out, _ = cli("compare", *runs, "--format", "json")
+        data = json.loads(out)
+        by_case = {v["case_id"]: v for v in data["variants"]}
+        moved = {c: by_case[c]["time"]["ratio"] for c in CONTROLS
+                 if by_case[c]["verdict"] != decision.NO_CHANGE}
+        if not moved:
+            break
+        drifted.append(moved)
+    else:
+        pytest.fail(f"the host drifted between the runs of every pair: {drifted}")
     assert code == 1, out
     assert data["regressions"] == [GATED]
-    slow = next(v for v in data["variants"] if v["case_id"] == GATED)
+    slow = by_case[GATED]
     assert "processes as units" in slow["time"]["note"]
     assert slow["time"]["ratio"] > 1.05
