@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numba
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -85,10 +86,14 @@ def test_broken_transform_fails_identity_and_check(m, breakage):
     assert not report.passed
 
 
+# (gemm, schedule): every pairing the kernel accepts
+PIPELINES = [("blas", winograd.STAGED), ("own", winograd.STAGED), ("own", winograd.FUSED)]
+
+
 def _run(p: ConvProblem, m: int, tile_block: int, seed: int = 1, gemm: str = "blas",
-         runs: int = 1, mr: int | None = None):
+         runs: int = 1, mr: int | None = None, schedule: str = winograd.STAGED):
     x, w = make_inputs(p, seed)
-    kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[m], tile_block, gemm, mr)
+    kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[m], tile_block, gemm, mr, schedule)
     y = np.full((p.mb, p.oh, p.ow, p.oc), np.nan, np.float32)
     for _ in range(runs):
         kernel.run(to_layout(x, "nhwc"), y)
@@ -97,24 +102,29 @@ def _run(p: ConvProblem, m: int, tile_block: int, seed: int = 1, gemm: str = "bl
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=dense_3x3_problems(), m=st.sampled_from(M_VALUES),
-       tile_block=st.sampled_from([1, 3, 7, 64]), gemm=st.sampled_from(winograd.GEMM_BACKENDS))
-def test_matches_reference_with_any_tile_block(problem, m, tile_block, gemm):
+       tile_block=st.sampled_from([1, 3, 7, 64]), pipeline=st.sampled_from(PIPELINES))
+def test_matches_reference_with_any_tile_block(problem, m, tile_block, pipeline):
     """Blocks of 1, 3 or 7 tiles split images and tile rows at every possible place (and
-    leave the own GEMM's last MR panel part-filled, with stale rows from the last block)."""
-    report = _run(problem, m, tile_block, gemm=gemm, runs=2)
-    assert report.passed, (f"F({m}x{m}) tile_block={tile_block} gemm={gemm} on {problem}: "
+    leave the own GEMM's last MR panel part-filled, with stale rows from the last block;
+    the fused schedule's blocks land on both threads' buffers in turn)."""
+    gemm, schedule = pipeline
+    report = _run(problem, m, tile_block, gemm=gemm, runs=2, schedule=schedule)
+    assert report.passed, (f"F({m}x{m}) tile_block={tile_block} {pipeline} on {problem}: "
                            f"{report.reason}")
 
 
-@pytest.mark.parametrize("gemm", winograd.GEMM_BACKENDS)
+@pytest.mark.parametrize("pipeline", PIPELINES)
 @pytest.mark.parametrize("m", M_VALUES)
 @pytest.mark.parametrize("shape", [
     dict(mb=2, ic=7, oc=9, ih=13, iw=5, kh=3, kw=3, ph=1, pw=1),   # odd, non-square
     dict(mb=1, ic=3, oc=4, ih=9, iw=10, kh=3, kw=3, ph=0, pw=2),   # unequal padding
     dict(mb=1, ic=2, oc=3, ih=1, iw=1, kh=3, kw=3, ph=1, pw=1),    # one pixel
 ])
-def test_edge_shapes(m, shape, gemm):
-    report = _run(ConvProblem.make(**shape), m, tile_block=2, gemm=gemm)
+def test_edge_shapes(m, shape, pipeline):
+    """Every tile of these reaches into the zero border somewhere: the staged schedule's
+    padded copy and the fused schedule's edge tiles."""
+    gemm, schedule = pipeline
+    report = _run(ConvProblem.make(**shape), m, tile_block=2, gemm=gemm, schedule=schedule)
     assert report.passed, report.reason
 
 
@@ -124,8 +134,9 @@ def test_own_gemm_spans_several_nr_panels_and_odd_channels(mr):
     K; 5x5 tiles in blocks of 7 leave part-filled MR panels for every MR."""
     p = ConvProblem.make(mb=1, ic=67, oc=130, ih=19, iw=18, kh=3, kw=3, ph=1, pw=1)
     for m in M_VALUES:
-        report = _run(p, m, tile_block=7, gemm="own", runs=2, mr=mr)
-        assert report.passed, (m, report.reason)
+        for schedule in winograd.SCHEDULES:
+            report = _run(p, m, tile_block=7, gemm="own", runs=2, mr=mr, schedule=schedule)
+            assert report.passed, (m, schedule, report.reason)
 
 
 @pytest.mark.parametrize("tiles, tile_block, mr", [
@@ -170,7 +181,7 @@ def test_registered_variants_pass_verify(m):
     ref = Reference(p, x, w)
     name = f"winograd{m}x{m}"
     variants = [v for v, skip in registry.variants(p, (name,)) if skip is None]
-    assert len(variants) == len(winograd.TILE_BLOCKS) * len(winograd.GEMM_BACKENDS)
+    assert len(variants) == len(winograd.TILE_BLOCKS) * len(PIPELINES)
     for variant in variants:
         verdict, execution = verify(p, variant, ref, x, w)
         assert verdict.status == "ok", verdict.reason
@@ -220,3 +231,56 @@ def test_growth_is_declared_and_ordered():
     g2 = registry.get("winograd2x2").error_growth
     g4 = registry.get("winograd4x4").error_growth
     assert 1.0 <= g2 < g4
+
+
+def test_fused_schedule_runs_blas_never():
+    p = ConvProblem.make(mb=1, ic=8, oc=8, ih=7, iw=7, kh=3, kw=3, ph=1, pw=1)
+    alg = registry.get("winograd4x4")
+    skip = alg.applies(p, "nhwc", {"gemm": "blas", "schedule": winograd.FUSED})
+    assert skip is not None and "gemm=own" in skip
+    with pytest.raises(ValueError, match="schedule"):
+        winograd.WinogradNHWC(p, make_inputs(p)[1], TRANSFORMS[4], 4, "blas", None,
+                              winograd.FUSED)
+
+
+def test_fused_result_does_not_depend_on_the_thread_count():
+    """Each tile's transforms and products are the same arithmetic whichever thread's
+    buffers hold its block, so 1 and 2 threads give identical bits (and pass the check)."""
+    p = ConvProblem.make(mb=2, ic=19, oc=21, ih=17, iw=15, kh=3, kw=3, ph=1, pw=1)
+    x, w = make_inputs(p, 3)
+    kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[4], 3, "own", None, winograd.FUSED)
+    assert kernel.v.shape[0] == min(numba.config.NUMBA_NUM_THREADS, -(-kernel.n_tiles // 3))
+    outs = []
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, numba.config.NUMBA_NUM_THREADS):
+            numba.set_num_threads(threads)
+            y = np.full((p.mb, p.oh, p.ow, p.oc), np.nan, np.float32)
+            kernel.run(to_layout(x, "nhwc"), y)
+            outs.append(y)
+    finally:
+        numba.set_num_threads(before)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    report = Reference(p, x, w).compare(from_layout(outs[1], "nhwc", p.oc),
+                                        winograd.ERROR_GROWTH[4])
+    assert report.passed, report.reason
+
+
+def test_fused_pipeline_has_packed_fmas():
+    """One jitted function does all three stages: it must keep the staged pipeline's packed
+    FMAs (the GEMM driver's and both transforms'), its scalar FMAs being no more than the
+    transforms' channel-tail loops (the input tile's inlined twice: interior and edge)."""
+    p = ConvProblem.make(ic=16, oc=16, ih=10, iw=10, kh=3, kw=3, ph=1, pw=1)
+    x, w = make_inputs(p, 1)
+    profiles = {}
+    for schedule in winograd.SCHEDULES:
+        kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[4], 8, "own", None, schedule)
+        kernel.run(to_layout(x, "nhwc"), np.empty((p.mb, p.oh, p.ow, p.oc), np.float32))
+        profiles[schedule] = [fp_profile(dispatcher_asm(k)) for k in kernel.hot_kernels()]
+    (fused,) = profiles[winograd.FUSED]
+    into, gemm, out = profiles[winograd.STAGED]
+    assert gemm.scalar_fma == 0 and gemm.total_packed_fma >= kernel.blocking.MR, gemm
+    assert fused.vectorised, fused
+    assert fused.total_packed_fma >= (gemm.total_packed_fma + into.total_packed_fma
+                                      + out.total_packed_fma), (fused, gemm, into, out)
+    assert fused.scalar_fma <= 2 * into.scalar_fma + out.scalar_fma, (fused, into, out)
