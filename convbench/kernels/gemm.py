@@ -78,6 +78,7 @@ class MicroKernels:
     macro: object         # one (NC, KC) block of C += A_block @ B_block
     gather: object        # indirect micro-kernel: A rows read through offsets
     indirect: object      # threaded driver of ``gather`` over a whole indirection buffer
+    batched_task: object  # one (GEMM, NR panel) task of ``batched``, for a caller's own loop
     batched: object       # threaded driver of ``gather``: a batch of GEMMs, B prepacked
 
 
@@ -215,6 +216,16 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
                     gather(x, ind, ip * MR, t0, min(kt, taps - t0), icg, b_chunk, c,
                            jp * NR, ch == 0)
 
+    @cached_closure(tile, fastmath=True, inline="always")
+    def batched_task(a, rows, m, bp, c, b, jp):  # pragma: no cover - jitted
+        """C[b, :m, NR panel jp] = A[b] @ B[b]'s panel jp: one task of :func:`batched`,
+        its B panel streamed once over all of A[b]'s rows."""
+        k = bp.shape[2]
+        b_panel = bp[b, jp].reshape(k * NR)
+        cb = c[b, :m]
+        for ip in range((m + MR - 1) // MR):
+            gather(a[b], rows, ip * MR, 0, 1, k, b_panel, cb, jp * NR, True)
+
     @cached_closure(tile, parallel=True, fastmath=True)
     def batched(a, rows, m, bp, c):  # pragma: no cover - jitted
         """C[b, :m] = A[b] @ B[b] for every b of a batch of GEMMs (Winograd's alpha^2).
@@ -223,19 +234,13 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
         one-tap indirection buffer), which ``gather`` reads directly, so only the
         prepacked B is in panel form.  bp: (batch, N panels, K, NR), one KC block of
         the whole K; ``rows`` has at least ceil(m / MR) * MR rows, each inside ``a[b]``;
-        c: (batch, >= m, N).  Threads over (b, NR panel) tasks, b outermost: each
-        task streams its B panel once over all of A[b]'s rows."""
-        batch, n_jp, k = bp.shape[0], bp.shape[1], bp.shape[2]
-        n_ip = (m + MR - 1) // MR
-        for task in numba.prange(batch * n_jp):
-            b = task // n_jp
-            jp = task % n_jp
-            b_panel = bp[b, jp].reshape(k * NR)
-            cb = c[b, :m]
-            for ip in range(n_ip):
-                gather(a[b], rows, ip * MR, 0, 1, k, b_panel, cb, jp * NR, True)
+        c: (batch, >= m, N).  Threads over (b, NR panel) tasks, b outermost."""
+        n_jp = bp.shape[1]
+        for task in numba.prange(bp.shape[0] * n_jp):
+            batched_task(a, rows, m, bp, c, task // n_jp, task % n_jp)
 
-    return MicroKernels(mr, nr, pack_a, pack_b, macro, gather, indirect, batched)
+    return MicroKernels(mr, nr, pack_a, pack_b, macro, gather, indirect, batched_task,
+                        batched)
 
 
 def _ceil(a: int, b: int) -> int:

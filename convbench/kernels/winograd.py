@@ -214,7 +214,7 @@ def fused_pipeline(mr: int, nr: int):
     buffers of its own, with one parallel region per call (the staged schedule opens three
     per block and joins the threads after each), reading the input in place (the staged
     schedule first copies it into a zero-bordered buffer, one thread)."""
-    gather = micro_kernels(mr, nr).gather
+    batched_task = micro_kernels(mr, nr).batched_task
 
     @cached_closure(f"{mr}x{nr}", parallel=True, fastmath=True)
     def fused(x, ph, pw, bt, at, bp, v, rows, mm, y, n_tiles, block, tiles_h, tiles_w,
@@ -225,7 +225,7 @@ def fused_pipeline(mr: int, nr: int):
         OC / NR, IC, NR)."""
         alpha, m = bt.shape[0], at.shape[0]
         ih, iw, ic = x.shape[1], x.shape[2], x.shape[3]
-        batch, n_jp, k = bp.shape[0], bp.shape[1], bp.shape[2]
+        batch, n_jp = bp.shape[0], bp.shape[1]
         n_blocks = (n_tiles + block - 1) // block
         for chunk in numba.prange(n_chunks):
             edge = np.empty((1, alpha, alpha, ic), np.float32)
@@ -244,11 +244,8 @@ def fused_pipeline(mr: int, nr: int):
                         _edge_tile(x, n, hi, wi, edge)
                         _input_tile(edge, bt, vc, t, 0, 0, 0, tmp_in)
                 for b in range(batch):
-                    cb = mc[b, :nt]
                     for jp in range(n_jp):
-                        b_panel = bp[b, jp].reshape(k * nr)
-                        for ip in range((nt + mr - 1) // mr):
-                            gather(vc[b], rows, ip * mr, 0, 1, k, b_panel, cb, jp * nr, True)
+                        batched_task(vc, rows, nt, bp, mc, b, jp)
                 for t in range(nt):
                     n, h0, w0 = _tile_origin(t0 + t, tiles_h, tiles_w, m)
                     _output_tile(mc, at, y, t, n, h0, w0, tmp_out)
