@@ -28,6 +28,15 @@ def _run(out: Path, env: dict[str, str], *args: str, suite: Path = GATE_SUITE) -
     return out
 
 
+def _gate_suite_with_processes(tmp_path: Path, processes: int) -> Path:
+    """A copy of the gate suite whose timing options ask for `processes` worker processes."""
+    text = GATE_SUITE.read_text()
+    assert text.count("timeout: 60}") == 1, "the gate suite's timing line changed"
+    suite = tmp_path / f"gate_{processes}p.yaml"
+    suite.write_text(text.replace("timeout: 60}", f"timeout: 60, processes: {processes}}}"))
+    return suite
+
+
 @pytest.fixture
 def gated_env(monkeypatch) -> dict[str, str]:
     import os
@@ -51,13 +60,8 @@ def test_values_are_pooled_from_every_process(tmp_path: Path, gated_env) -> None
 
 
 def test_process_count_from_the_suite(tmp_path: Path, gated_env) -> None:
-    suite = tmp_path / "one.yaml"
-    suite.write_text(GATE_SUITE.read_text().replace("timeout: 60}",
-                                                    "timeout: 60, processes: 1}"))
-    done = subprocess.run([sys.executable, "-m", "convbench", "run", str(suite), "-q",
-                           "--only", "algorithm=t_gated", "-o", str(tmp_path / "r")],
-                          capture_output=True, text=True, env=gated_env, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
+    suite = _gate_suite_with_processes(tmp_path, 1)
+    _run(tmp_path / "r", gated_env, "--only", "algorithm=t_gated", suite=suite)
     row = pd.read_parquet(tmp_path / "r" / "results.parquet").iloc[0]
     assert row["processes"] == 1 and np.isnan(row["process_spread"])
 
@@ -105,9 +109,7 @@ def test_a_ten_percent_slower_kernel_still_fails(tmp_path: Path, gated_env, cli)
     host (the interval is close to the span of the process medians; a CI pair missed t_gated
     at 1.14x, interval 0.997-1.29), 5 in all of 49 pairs (7 pairs of 6-process runs,
     subsampled); the false-alarm rate of the A/A pairs was the same for 3 and 5."""
-    suite = tmp_path / "gate5.yaml"
-    suite.write_text(GATE_SUITE.read_text().replace(
-        "timeout: 60}", f"timeout: 60, processes: {AB_PROCESSES}}}"))
+    suite = _gate_suite_with_processes(tmp_path, AB_PROCESSES)
     drifted = []
     for attempt in range(PAIR_ATTEMPTS):
         runs = []
