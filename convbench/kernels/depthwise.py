@@ -12,11 +12,15 @@ vector, as in QNNPACK, so edge pixels take the same path as interior ones.  Zen 
 1 thread: 1.3-5x faster than oneDNN's channels_last on every MobileNet V1/V2 depthwise
 layer, 24-54% of the roofline bound; what is left is L1 misses (2 x 4 tiles run ~52
 cycles per tile and block on L1-resident data, 130-240 cycles on the real layers).
+NCHW16c (NeoCPU's blocked layout with x = V): a tensor (N, C/V, H, W, V) is N * C/V
+images of V channels in NHWC, image i using weight block i mod C/V, so the NHWC kernel runs
+it unchanged on that view: one channel block per image, no transform between blocked 1x1
+convs and the depthwise layer between them (MobileNet V2's plan paid one on every block).
 NCHW: each channel plane is its own 2-D convolution; 9 scalar weights stay in registers
 and an output row is vectorised along its width; a row outside the input is handled by
 zeroing that row's 3 weights (the row index is clamped to a valid one), the first and
 last output pixels of a row tap by tap.  Threads split bands of output rows (NHWC) or
-channel planes (NCHW).
+channel planes (NCHW); in NCHW16c a band is one channel block's.
 """
 
 from __future__ import annotations
@@ -39,8 +43,10 @@ V = 16   # channels per packed weight block: one zmm register of float32
 TILES = ("1x4", "1x8", "2x4")
 DEFAULT_TILE = "2x4"
 ORDERS = ("tiles", "blocks")
+BLOCKED = f"nchw{V}c"   # NCHW[x]c with x = V: one channel block per packed weight block
 DEFAULT_ORDER = "tiles"
-PARAMS = (Param("tile", TILES, DEFAULT_TILE, "NHWC register tile: output rows x pixels"),
+PARAMS = (Param("tile", TILES, DEFAULT_TILE,
+                "NHWC and NCHW16c register tile: output rows x pixels"),
           Param("order", ORDERS, DEFAULT_ORDER, "NHWC loop outside the other: tiles or "
                 "channel blocks"))
 
@@ -134,10 +140,11 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
                     for lane in range(width):
                         out[lane] = acc[(r * P + p) * V + lane]
 
-    def dw3x3_nhwc(x, wp, zero, y, ph, pw):  # pragma: no cover - jitted
+    def dw3x3_nhwc(x, wp, zero, y, ph, pw, w_groups):  # pragma: no cover - jitted
+        """Image n uses weight group n % w_groups (1 for NHWC; C/V for NCHW16c's view)."""
         n_mb, ih_len, iw_len, c_len = x.shape
         _, oh_len, ow_len, _ = y.shape
-        n_blocks = wp.shape[0]
+        n_blocks = (c_len + V - 1) // V
         n_tiles = (ow_len + P - 1) // P
         n_bands = (oh_len + R - 1) // R
         xf = x.reshape(-1)
@@ -152,6 +159,7 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
             n = job // n_bands
             oh0 = (job - n * n_bands) * R
             nrows = min(R, oh_len - oh0)
+            w0 = (n % w_groups) * n_blocks * 9 * V
             offs = np.empty((n_tiles, NROW * NCOL), np.intp)
             acc = stack_f32(RPV)
             for t in range(n_tiles):
@@ -178,7 +186,7 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
                     t, b = k // n_blocks, k % n_blocks
                 c0 = b * V
                 width = min(V, c_len - c0)
-                wblk = wf[b * 9 * V:]
+                wblk = wf[w0 + b * 9 * V:]
                 npix = min(P, ow_len - t * P)
                 y0 = ((n * oh_len + oh0) * ow_len + t * P) * c_len + c0
                 if width == V:   # a constant trip count: one zmm iteration
@@ -262,13 +270,14 @@ class DepthwiseNHWC(Prepared):
         self.kernel = nhwc_kernel(problem.sh, *tile_shape(tile), order)
         self.serial = nhwc_kernel(problem.sh, *tile_shape(tile), order, parallel=False)
         self.wp = pack_weights(np.asarray(w, np.float32))
-        self.zero = np.zeros(problem.ic, np.float32)   # what padding taps read
+        # what padding taps read: a whole block for NCHW16c, whose lanes index the zeros too
+        self.zero = np.zeros(self.wp.shape[0] * V, np.float32)
         self.packed_weight_bytes = self.wp.nbytes
         self.workspace_bytes = self.zero.nbytes
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         kernel = self.kernel if numba.get_num_threads() > 1 else self.serial
-        kernel(x, self.wp, self.zero, y, self.p.ph, self.p.pw)
+        kernel(x, self.wp, self.zero, y, self.p.ph, self.p.pw, 1)
 
     def hot_kernels(self) -> tuple[object, ...]:
         return (self.kernel, self.serial)
@@ -276,6 +285,19 @@ class DepthwiseNHWC(Prepared):
     def info(self) -> dict[str, ParamValue]:
         return {"lanes": V, "tile": self.tile, "order": self.order,
                 "compulsory_bytes": self.p.compulsory_bytes}
+
+
+class DepthwiseNCHW16c(DepthwiseNHWC):
+    """NCHW16c through the NHWC kernel: (N, C/V, H, W, V) viewed as N * C/V images of V
+    channels (the module docstring)."""
+    in_layout = out_layout = BLOCKED
+
+    def run(self, x: np.ndarray, y: np.ndarray) -> None:
+        kernel = self.kernel if numba.get_num_threads() > 1 else self.serial
+        n, blocks, ih, iw, lanes = x.shape
+        images = x.reshape(n * blocks, ih, iw, lanes)
+        out = y.reshape(n * blocks, *y.shape[2:])
+        kernel(images, self.wp, self.zero, out, self.p.ph, self.p.pw, blocks)
 
 
 class DepthwiseNCHW(Prepared):
@@ -305,14 +327,17 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
     if layout == "nchw" and (params.get("tile", DEFAULT_TILE) != DEFAULT_TILE
                              or params.get("order", DEFAULT_ORDER) != DEFAULT_ORDER):
         return "tile and order only tune the NHWC kernel"
+    if layout == BLOCKED and params.get("order", DEFAULT_ORDER) != DEFAULT_ORDER:
+        return f"{BLOCKED} holds one channel block per plane: the block order does not apply"
     return None
 
 
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,
            params: Mapping[str, ParamValue]) -> Prepared:
-    if layout == "nhwc":
-        return DepthwiseNHWC(problem, w, str(params.get("tile", DEFAULT_TILE)),
-                             str(params.get("order", DEFAULT_ORDER)))
+    if layout in ("nhwc", BLOCKED):
+        kind = DepthwiseNHWC if layout == "nhwc" else DepthwiseNCHW16c
+        return kind(problem, w, str(params.get("tile", DEFAULT_TILE)),
+                    str(params.get("order", DEFAULT_ORDER)))
     return DepthwiseNCHW(problem, w)
 
 
@@ -321,7 +346,7 @@ ALGORITHMS = [
         name="depthwise3x3",
         title="Depthwise 3x3 (all 9 taps per output in one pass)",
         source="QNNPACK (Dukhan 2018) depthwise kernel; seed 001",
-        layouts=("nhwc", "nchw"),
+        layouts=("nhwc", "nchw", BLOCKED),
         build=_build,
         applies=_applies,
         params=PARAMS,

@@ -1,4 +1,4 @@
-"""Depthwise 3x3 (QNNPACK style): both layouts against the reference, its weight packing,
+"""Depthwise 3x3 (QNNPACK style): its three layouts against the reference, its weight packing,
 a mis-packed kernel being caught, applicability and vectorisation."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from convbench.kernels.reference import Reference
 from convbench.spec.problem import ConvProblem
 from tests.strategies import depthwise_problems
 
-KERNELS = {"nhwc": depthwise.DepthwiseNHWC, "nchw": depthwise.DepthwiseNCHW}
+KERNELS = {"nhwc": depthwise.DepthwiseNHWC, "nchw": depthwise.DepthwiseNCHW,
+           depthwise.BLOCKED: depthwise.DepthwiseNCHW16c}
 
 
 def _run(p: ConvProblem, layout: str, prepared=None, seed: int = 1):
@@ -68,6 +69,34 @@ def test_mispacked_weights_are_caught():
     assert not _run(p, "nhwc", prepared).passed
 
 
+class _OneWeightGroup(depthwise.DepthwiseNCHW16c):
+    """A plausible bug: every plane of the blocked view uses weight block 0."""
+
+    def run(self, x: np.ndarray, y: np.ndarray) -> None:
+        n, blocks, ih, iw, lanes = x.shape
+        self.serial(x.reshape(n * blocks, ih, iw, lanes), self.wp, self.zero,
+                    y.reshape(n * blocks, *y.shape[2:]), self.p.ph, self.p.pw, 1)
+
+
+def test_blocked_planes_use_their_own_weights():
+    """NCHW16c runs the NHWC kernel on C/16 images of 16 channels: image i must use weight
+    block i mod C/16.  Every image using block 0 (w_groups = 1) is caught on a layer with
+    two blocks and on a batch of two."""
+    for shape in (dict(g=32, ic=32, oc=32, ih=6, iw=6), dict(mb=2, g=20, ic=20, oc=20, ih=5,
+                                                                iw=7)):
+        p = ConvProblem.make(kh=3, kw=3, ph=1, pw=1, **shape)
+        _, w = make_inputs(p, 1)
+        assert _run(p, depthwise.BLOCKED).passed
+        assert not _run(p, depthwise.BLOCKED, _OneWeightGroup(p, w)).passed
+
+
+def test_blocked_layout_has_no_block_order():
+    p = ConvProblem.make(g=32, ic=32, oc=32, ih=6, iw=6, kh=3, kw=3, ph=1, pw=1)
+    alg = registry.get("depthwise3x3")
+    assert alg.applies(p, depthwise.BLOCKED, {"tile": "1x8"}) is None
+    assert "order" in alg.applies(p, depthwise.BLOCKED, {"order": "blocks"})
+
+
 @pytest.mark.parametrize("fields, reason", [
     (dict(g=1, ic=4, oc=4, kh=3, kw=3), "groups"),
     (dict(g=4, ic=4, oc=8, kh=3, kw=3), "groups"),
@@ -97,7 +126,7 @@ def test_nhwc_tiles_have_packed_fmas(tile, order, stride):
     y = empty(p.output_shape, "nhwc")
     rows, pixels = depthwise.tile_shape(tile)
     for kernel in prepared.hot_kernels():    # the parallel and the serial one
-        kernel(x, prepared.wp, prepared.zero, y, p.ph, p.pw)
+        kernel(x, prepared.wp, prepared.zero, y, p.ph, p.pw, 1)
         profile = fp_profile(dispatcher_asm(kernel))
         assert profile.total_packed_fma >= rows * pixels * 8, (tile, profile)
 
