@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TOUR = "## Five-minute tour"
-NUMBER = r"[-+]?\d[\d.]*(?:e[-+]?\d+)?%?x?"
+NUMBER = r"~?[-+]?\d[\d.]*(?:e[-+]?\d+)?%?x?"   # ~: a ratio not resolved (summary.py)
 
 
 def tour_steps(readme: str) -> list[tuple[str, list[str]]]:

@@ -27,8 +27,11 @@ def human_seconds(s: float) -> str:
     return units.seconds(s, micro="us")
 
 
-def _ratio(value: float) -> str:
-    return "-" if value is None or pd.isna(value) else f"{value:.2f}"
+def _ratio(value: float, resolved: object = True) -> str:
+    """``value`` to two places; ``~`` before it when its CIs overlap (not resolved)."""
+    if value is None or pd.isna(value):
+        return "-"
+    return f"{value:.2f}" if resolved is True else f"~{value:.2f}"
 
 
 def _cell(value: object) -> str:
@@ -51,7 +54,7 @@ def best_table(table: pd.DataFrame) -> str:
         rows.append((str(r.threads), r.layer, count, _cell(r.best_own), _time(r.median_s_own),
                      "-" if pd.isna(r.gflops_own) else f"{r.gflops_own:.2f}",
                      _cell(r.best_library), _time(r.median_s_library),
-                     _ratio(r.own_speedup)))
+                     _ratio(r.own_speedup, True if pd.isna(r.resolved) else bool(r.resolved))))
     return format_table(rows, right=(0, 2, 4, 5, 7, 8))
 
 
@@ -60,7 +63,8 @@ def network_lines(table: pd.DataFrame) -> list[str]:
     of every layer, own or library), then own kernels alone against libraries alone."""
     from convbench.report.headline import headlines
 
-    lines = ["lib/own: library time / own time (> 1: the own kernel is faster)"]
+    lines = ["lib/own: library time / own time (> 1: the own kernel is faster; ~: the two "
+             "medians' 95% CIs overlap, more values or processes would tell)"]
     for h in headlines("", table):
         if h.covered < h.layers:
             lines.append(f"network total at {h.threads} thread(s): none (only {h.covered}/"
