@@ -102,9 +102,10 @@ def transform_cost(per_pair: dict):
     return seconds
 
 
-def brute_force(net: Net, costs, transform_seconds, glue_seconds=lambda op, layout: 0.0
-                ) -> float:
-    """Every candidate of every conv and every layout choice of every add, simulated."""
+def brute_force(net: Net, costs, transform_seconds, glue_seconds=lambda op, layout: 0.0,
+                glue_layout: str | None = None) -> float:
+    """Every candidate of every conv and every layout choice of every add, simulated
+    (``glue_layout``: every glue op runs in it instead)."""
     convs = [op for op in net.ops if op.kind == "conv"]
     adds = [op for op in net.ops if op.kind == "add"]
     best = float("inf")
@@ -124,8 +125,8 @@ def brute_force(net: Net, costs, transform_seconds, glue_seconds=lambda op, layo
                     c = chosen[op.name]
                     total += c.seconds + move(op.inputs[0], c.in_layout)
                     layout[op.name] = c.out_layout
-                elif op.kind == "add":
-                    target = layout[op.inputs[side[op.name]]]
+                elif op.kind == "add" or glue_layout:
+                    target = glue_layout or layout[op.inputs[side[op.name]]]
                     total += sum(move(t, target) for t in op.inputs)
                     total += glue_seconds(op, target)
                     layout[op.name] = target
@@ -171,6 +172,31 @@ def test_alternatives_bracket_the_optimum(case):
                        for s in alternative.steps if s.kind == "conv")
 
 
+@settings(max_examples=100, deadline=None)
+@given(networks())
+def test_local_plans_keep_each_layers_fastest_candidate_and_cost_what_brute_force_says(case):
+    """The local plans (NeoCPU's local search without the global step): every conv runs
+    its layer's fastest candidate, the transforms and glue between cost the cheapest that
+    allows, and the optimum is never slower than the one whose glue may run in its inputs'
+    layouts (glue forced into NCHW is outside the optimum's space: an add there may run in
+    a layout neither input has, which the paper's rule never picks)."""
+    net, costs, per_pair, per_glue = case
+    cost, glue = transform_cost(per_pair), glue_cost(per_glue)
+    best = plan.optimal(net, costs, cost, glue).total_seconds
+    fastest = {layer: [min(cands, key=lambda c: c.seconds)] for layer, cands in costs.items()}
+    for glue_layout in (None, "nchw"):
+        local = plan.local_best(net, costs, cost, glue, glue_layout)
+        if glue_layout is None:
+            assert local.total_seconds >= best - 1e-9
+        assert local.total_seconds == pytest.approx(
+            brute_force(net, fastest, cost, glue, glue_layout))
+        for step in local.steps:
+            if step.kind == "conv":
+                assert step.candidate.seconds == min(c.seconds for c in costs[step.layer])
+            elif glue_layout:
+                assert step.layout == glue_layout
+
+
 def _residual() -> Net:
     ops = (Op("c1", "conv", ("input",), "A"), Op("r1", "relu", ("c1",)),
            Op("c2", "conv", ("r1",), "B"), Op("sum", "add", ("c2", "r1")),
@@ -196,6 +222,29 @@ def test_a_blocked_region_pays_its_edge_transforms_once_each():
     assert plan.one_layout(_residual(), costs, lambda *a: 1.0, "nhwc") == (
         "layer A has no measured nhwc candidate")
     assert plan.per_layer_bound(_residual(), costs).total_seconds == 12.0
+
+
+def test_the_global_step_beats_the_local_plan_when_fastest_layouts_alternate():
+    """A is fastest blocked and B fastest in NHWC, by less than the transforms between
+    them cost: the local plan pays them, the optimum runs B blocked too (NeoCPU's case
+    for the global search); with the glue in NCHW the local plan pays more again."""
+    costs = {"A": [Candidate("A/nhwc", "nhwc", "nhwc", 4.5),
+                   Candidate("A/blocked", "nchw16c", "nchw16c", 4.0)],
+             "B": [Candidate("B/nhwc", "nhwc", "nhwc", 4.0),
+                   Candidate("B/blocked", "nchw16c", "nchw16c", 4.5)]}
+    one = lambda shape, src, dst: 1.0   # noqa: E731 - every transform costs 1
+    best = plan.optimal(_residual(), costs, one)
+    local = plan.local_best(_residual(), costs, one)
+    assert [s.candidate.variant_id for s in local.steps if s.candidate] == [
+        "A/blocked", "B/nhwc", "A/blocked"]
+    assert best.total_seconds == 14.5          # all blocked: 4 + 4.5 + 4, 2 edge transforms
+    # the input to blocked, r1 to nhwc for B, B's output to blocked for the add, the
+    # output to nchw: 12 of convs + 4 transforms
+    assert local.total_seconds == 16.0 and len(local.transforms) == 4
+    nchw_glue = plan.local_best(_residual(), costs, one, glue_layout="nchw")
+    assert [s.layout for s in nchw_glue.steps if s.kind != "conv"] == ["nchw", "nchw"]
+    # and c1 -> nchw for the relu, the add's output back to blocked for c3
+    assert nchw_glue.total_seconds == 18.0 and len(nchw_glue.transforms) == 6
 
 
 def test_a_layer_without_costs_is_named():
@@ -247,6 +296,12 @@ def test_plan_command_from_records_and_transforms(tmp_path, cli, monkeypatch):
     assert document["predicted"]["total_s"] == pytest.approx(14e-3)
     assert document["alternatives"]["all-nchw"]["total_s"] == pytest.approx(30e-3)
     assert "unavailable" in document["alternatives"]["all-nhwc"]
+    # every conv's fastest candidate is blocked, so the local plan is the plan here, and
+    # with the glue in NCHW it pays a transform on each side of the relu and the add
+    local = document["alternatives"]["local-best"]
+    assert local["total_s"] == pytest.approx(14e-3) and len(local["ops"]) == 5
+    assert document["alternatives"]["local-best-nchw-glue"]["total_s"] == pytest.approx(18e-3)
+    assert "local best" in out
 
 
 def test_plan_command_says_when_the_suite_has_no_graph(tmp_path, cli):

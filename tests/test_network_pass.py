@@ -153,6 +153,16 @@ def test_the_plan_as_the_command_reads_it_mixes_layouts(plan_dir):
         alt = plan.passes[label]
         assert isinstance(alt, planfile.PassSpec), alt
         assert {s.in_layout for s in alt.steps if s.kind == "conv"} == {label[4:]}
+    # the local plans: each conv's fastest record (nchwc, im2col/nhwc, nchwc), glue free
+    # or in NCHW
+    fastest = ["nchwc/", "im2col/nhwc/", "nchwc/"]
+    for label in planfile.LOCAL:
+        local = plan.passes[label]
+        assert isinstance(local, planfile.PassSpec), local
+        convs = [s.variant for s in local.steps if s.kind == "conv"]
+        assert all(v.startswith(f) for v, f in zip(convs, fastest, strict=True)), convs
+    glue = [s.layout for s in plan.passes["local-best-nchw-glue"].steps if s.kind != "conv"]
+    assert set(glue) == {"nchw"}
     assert plan.bound_s < spec.predicted_s and plan.suite.name == "net"
 
 
@@ -232,7 +242,7 @@ def test_run_network_writes_network_parquet(plan_dir, tmp_path, cli):
     assert code == 0, err
     frame = pd.read_parquet(out / "network.parquet")
     rows = frame.set_index("pass")
-    for label in ("plan", "all-nchw", "all-nhwc"):
+    for label in ("plan", *planfile.ALTERNATIVES):
         assert rows.loc[label, "status"] == "ok", rows.loc[label, "reason"]
         assert math.isfinite(rows.loc[label, "median_s"]) and rows.loc[label, "n_values"] == 3
         assert rows.loc[label, "predicted_s"] > 0
@@ -245,6 +255,8 @@ def test_run_network_writes_network_parquet(plan_dir, tmp_path, cli):
     assert (out / "plan.json").read_bytes() == (plan_dir / "plan.json").read_bytes()
     assert json.loads((out / "environment.json").read_text())["host"] == frame.host.iloc[0]
     assert "plan vs best single-layout plan" in stdout and "measured/predicted" in stdout
+    assert "plan vs local-best (each conv its own fastest variant)" in stdout
+    assert "plan vs local-best-nchw-glue" in stdout
     # the records' reference (1 ms) went into plan.json; the pass scales its prediction
     assert (frame.plan_reference_s == TUNE_REFERENCE_S).all()
     assert "at run speed: measured / (predicted x the in-run reference now" in stdout
@@ -282,7 +294,7 @@ def test_the_profile_times_every_op_inside_the_pass(plan_dir, tmp_path, cli):
     ops = pd.read_parquet(out / "network_ops.parquet")
     plan = planfile.read_plan(plan_dir / "plan.json")
     graph = plan.suite.graph
-    assert set(ops["pass"]) == {"plan", "all-nchw", "all-nhwc"}   # not oneDNN's
+    assert set(ops["pass"]) == {"plan", *planfile.ALTERNATIVES}   # not oneDNN's
     mine = ops[ops["pass"] == "plan"]
     assert set(mine[mine.part == "op"].op) == {op.name for op in graph.ops}
     assert set(mine[mine.part == "transforms"].op) == (

@@ -29,7 +29,9 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
             vector_width: str | None, output: Path | None, verbose: bool) -> int:
     """Choose a variant for every conv of SUITE's network so that conv times plus the
     glue ops and layout transforms between them are smallest (an exact dynamic program), and compare
-    with the best all-NCHW and all-NHWC plans and the per-layer bound."""
+    with the best all-NCHW and all-NHWC plans, the local plans (each conv its own fastest
+    variant, transforms where layouts disagree; glue free or in NCHW) and the per-layer
+    bound."""
     from convbench.errors import ConvbenchError
     from convbench.harness import transform_run
     from convbench.plan import costs, layouts, report
@@ -54,6 +56,9 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
     for layout in ("nchw", "nhwc"):
         alternatives[f"all-{layout}"] = layouts.one_layout(graph, table.costs,
                                                            transform_seconds, layout, glue)
+    alternatives["local-best"] = layouts.local_best(graph, table.costs, transform_seconds, glue)
+    alternatives["local-best-nchw-glue"] = layouts.local_best(graph, table.costs,
+                                                              transform_seconds, glue, "nchw")
     alternatives["per-layer bound"] = layouts.per_layer_bound(graph, table.costs, glue)
     click.echo(f"{loaded.name}: plan at {table.threads} thread(s), cache {table.cache}")
     if glue is None:

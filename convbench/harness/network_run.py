@@ -2,10 +2,11 @@
 a results directory with ``network.parquet``, ``environment.json`` and a copy of the plan.
 
 Passes: the plan's (``plan``), the best all-NCHW and all-NHWC plans (``all-nchw``,
-``all-nhwc``, when plan.json has them) and prepacked oneDNN over the same graph
-(``onednn``), each in every cache mode asked for at every thread count; the per-layer bound
-(each conv's fastest candidate, transforms ignored) runs nothing and is carried as its
-predicted total only.  Every thread count gets ``timing.processes`` workers
+``all-nhwc``), the local plans (``local-best``, ``local-best-nchw-glue``: each conv its own
+fastest variant, no global step), each when plan.json has it, and prepacked oneDNN over the
+same graph (``onednn``), each in every cache mode asked for at every thread count; the
+per-layer bound (each conv's fastest candidate, transforms ignored) runs nothing and is
+carried as its predicted total only.  Every thread count gets ``timing.processes`` workers
 (:mod:`convbench.harness.network_worker`), their values pooled as the runner pools a
 case's and summarised by :mod:`convbench.stats`.
 
@@ -297,17 +298,22 @@ def profile_table(ops: pd.DataFrame, most: int = 5) -> str:
 
 
 def speedup_lines(group: pd.DataFrame) -> list[str]:
-    """The plan's speedup over the best single-layout plan and over oneDNN (measured)."""
+    """The plan's speedup over the best single-layout plan, over the local plans (what the
+    global step adds) and over oneDNN (measured)."""
     ok = group[group.status == "ok"].set_index("pass")
     if planfile.PLAN not in ok.index:
         return ["the plan's pass was not timed: no speedups"]
     plan_s = float(ok.loc[planfile.PLAN, "median_s"])
     out = []
-    single = [label for label in planfile.ALTERNATIVES if label in ok.index]
+    single = [label for label in planfile.SINGLE_LAYOUT if label in ok.index]
     if single:
         best = min(single, key=lambda label: float(ok.loc[label, "median_s"]))
         out.append(f"plan vs best single-layout plan ({best}): "
                    f"{float(ok.loc[best, 'median_s']) / plan_s:.2f}x")
+    for label in planfile.LOCAL:
+        if label in ok.index:
+            out.append(f"plan vs {label} (each conv its own fastest variant): "
+                       f"{float(ok.loc[label, 'median_s']) / plan_s:.2f}x")
     if ONEDNN in ok.index:
         out.append(f"plan vs oneDNN (prepacked): "
                    f"{float(ok.loc[ONEDNN, 'median_s']) / plan_s:.2f}x")

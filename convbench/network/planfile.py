@@ -1,6 +1,6 @@
 """plan.json as the network pass reads it: the suite the plan was made for, and per runnable
-plan (the chosen one, the best all-NCHW, the best all-NHWC) every op's variant and layouts
-and every transform, with its predicted time.
+plan (the chosen one, the best all-NCHW, the best all-NHWC, the two local plans) every op's
+variant and layouts and every transform, with its predicted time.
 
 ``convbench plan`` writes the suite's own text into plan.json, so the pass runs the graph
 the plan was made for; a plan.json written before that names the suite only, which is then
@@ -23,7 +23,11 @@ from convbench.plan.layouts import EdgeTransform, Plan
 from convbench.spec.suite import Suite, load_suite, parse_suite
 
 PLAN = "plan"
-ALTERNATIVES = {"all-nchw": "all-nchw", "all-nhwc": "all-nhwc"}   # pass label -> json key
+# runnable alternatives, pass label -> plan.json key: the best single-layout plans, and the
+# local plans (each conv's own fastest variant, no global step: convbench.plan.layouts)
+SINGLE_LAYOUT = {"all-nchw": "all-nchw", "all-nhwc": "all-nhwc"}
+LOCAL = {"local-best": "local-best", "local-best-nchw-glue": "local-best-nchw-glue"}
+ALTERNATIVES = {**SINGLE_LAYOUT, **LOCAL}
 BOUND_KEY = "per-layer bound"
 
 
@@ -129,7 +133,8 @@ def from_document(document: Mapping[str, Any], path: Path) -> PlanFile:
         for label, key in ALTERNATIVES.items():
             alt = alternatives.get(key)
             if alt is None:
-                passes[label] = f"plan.json has no {key} alternative"
+                passes[label] = (f"plan.json has no {key} alternative (made by an older "
+                                 "convbench plan: plan again)")
             elif "unavailable" in alt:
                 passes[label] = f"unavailable: {alt['unavailable']}"
             elif "ops" not in alt:

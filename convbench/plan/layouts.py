@@ -20,9 +20,14 @@ concurrently live tensors (concatenations) would grow as L^live: the paper's reg
 allocation heuristic is the answer there, not needed for the suites we ship.
 
 Also computed, for comparison: the best plan with every conv in one layout (all-NCHW,
-all-NHWC; transforms at the network's edges only) and the per-layer bound (each conv's
-fastest candidate, transforms ignored): no plan can beat it, and no real plan reaches it
-when the fastest candidates disagree on layouts.
+all-NHWC; transforms at the network's edges only); the *local* plans, NeoCPU's local search
+without its global step (each conv keeps its own fastest candidate, as tuned in isolation,
+and the tensors between pay what those choices force: ``local-best`` with the glue ops
+free to run in their input's layout, ``local-best-nchw-glue`` with every glue op in NCHW as
+in a framework whose relu, pooling and add know only NCHW -- the paper's Table 3 compares
+these steps, 1.1-1.5x each); and the per-layer bound (each conv's fastest candidate,
+transforms ignored): no plan can beat it, and no real plan reaches it when the fastest
+candidates disagree on layouts.
 """
 
 from __future__ import annotations
@@ -153,6 +158,7 @@ class _Problem:
     costs: Mapping[str, Sequence[Candidate]]
     transform_seconds: TransformSeconds
     glue_seconds: GlueSeconds | None = None   # None: glue counted as free
+    glue_layout: str | None = None            # every glue op runs in it (None: DP's choice)
 
     def edge(self, tensor: str, consumer: str, src: str, dst: str) -> tuple[EdgeTransform, ...]:
         if src == dst:
@@ -183,7 +189,8 @@ class _Problem:
                             self.edge(tensor, op.name, live[tensor], c.in_layout))
                     for c in self.candidates(op)]
         # one input's layout for all (a single-input op keeps its input's layout)
-        targets = dict.fromkeys(live[t] for t in op.inputs)
+        targets = ({self.glue_layout: None} if self.glue_layout
+                   else dict.fromkeys(live[t] for t in op.inputs))
         return [_Choice(None, target, self.glue(op, target),
                         tuple(e for t in op.inputs for e in self.edge(t, op.name, live[t],
                                                                          target)))
@@ -208,9 +215,10 @@ State = tuple[tuple[str, str], ...]   # (tensor, layout) of every live tensor, s
 
 def optimal(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
             transform_seconds: TransformSeconds, glue_seconds: GlueSeconds | None = None,
-            label: str = "optimal") -> Plan:
-    """The cheapest plan: the dynamic program over live-tensor layouts described above."""
-    problem = _Problem(graph, costs, transform_seconds, glue_seconds)
+            label: str = "optimal", glue_layout: str | None = None) -> Plan:
+    """The cheapest plan: the dynamic program over live-tensor layouts described above
+    (``glue_layout``: every glue op runs in that layout, its inputs transformed to it)."""
+    problem = _Problem(graph, costs, transform_seconds, glue_seconds, glue_layout)
     dying = _last_uses(graph)
     read = {t for op in graph.ops for t in op.inputs} | {graph.output}
     states: dict[State, float] = {((NETWORK_INPUT, PLAIN),): 0.0}
@@ -305,6 +313,21 @@ def one_layout(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
         if op.kind == "conv" and op.layer is not None and not kept.get(op.layer):
             return f"layer {op.layer} has no measured {layout} candidate"
     return optimal(graph, kept, transform_seconds, glue_seconds, label=f"all-{layout}")
+
+
+def local_best(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
+               transform_seconds: TransformSeconds, glue_seconds: GlueSeconds | None = None,
+               glue_layout: str | None = None) -> Plan:
+    """NeoCPU's local search alone: every conv runs its layer's fastest candidate whatever
+    its neighbours read and write, and the tensors between pay the transforms that forces
+    (the cheapest such plan: where an add's inputs disagree, the better side).  With
+    ``glue_layout`` every glue op runs in that layout, so each conv followed by glue
+    transforms its output back (a framework whose glue ops know only NCHW)."""
+    fastest = {layer: [min(cands, key=lambda c: c.seconds)]
+               for layer, cands in costs.items() if cands}
+    label = "local best" + (f", glue in {glue_layout}" if glue_layout else "")
+    return optimal(graph, fastest, transform_seconds, glue_seconds, label=label,
+                   glue_layout=glue_layout)
 
 
 def per_layer_bound(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
