@@ -291,6 +291,7 @@ def test_plan_command_from_records_and_transforms(tmp_path, cli, monkeypatch):
     assert "per-layer bound" in out and "pays nchw->nchw16c" in out
     document = json.loads((tmp_path / "plan.json").read_text())
     assert document["format_version"] == 1 and document["host"] == "h"
+    assert document["left_out_candidates"] == {"candidates": 0, "layouts": []}
     assert [op["variant"] for op in document["ops"] if op["kind"] == "conv"] == [
         "nchwc/nchwxc/ic_bn=16/oc_bn=16/reg_n=7/unroll_ker=False"] * 3
     assert document["predicted"]["total_s"] == pytest.approx(14e-3)
@@ -302,6 +303,42 @@ def test_plan_command_from_records_and_transforms(tmp_path, cli, monkeypatch):
     assert local["total_s"] == pytest.approx(14e-3) and len(local["ops"]) == 5
     assert document["alternatives"]["local-best-nchw-glue"]["total_s"] == pytest.approx(18e-3)
     assert "local best" in out
+
+
+def test_plan_leaves_out_candidates_whose_layouts_have_no_transform_timings(
+        tmp_path, cli, monkeypatch):
+    """transforms.parquet from ``convbench transforms --within`` lacks the layouts of slow
+    variants: the plan is made from the others and says which it left out."""
+    import json
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from convbench.spec import suite as suite_module
+
+    blocked = {"ic_bn": 16, "oc_bn": 16, "reg_n": 7, "unroll_ker": False}
+    (tmp_path / "records.jsonl").write_text("\n".join([
+        _record(layer, algorithm, layout, params, seconds)
+        for layer in ("A", "B")
+        for algorithm, layout, params, seconds in [("direct", "nchw", {}, 10e-3),
+                                                   ("direct", "nhwc", {}, 9e-3),
+                                                   ("nchwc", "nchwxc", blocked, 4e-3)]])
+        + "\n")
+    pd.DataFrame([{"mb": 1, "c": 16, "h": 4, "w": 4, "from_layout": a, "to_layout": b,
+                   "threads": 1, "median_s": 1e-3, "status": "ok"}
+                  for a, b in [("nchw", "nhwc"), ("nhwc", "nchw")]]
+                 ).to_parquet(tmp_path / "transforms.parquet")
+    monkeypatch.setattr(suite_module, "load_suite",
+                        lambda path: SimpleNamespace(name="toy", graph=_residual()))
+    code, out, err = cli("plan", "toy", "--records", tmp_path / "records.jsonl",
+                         "--transforms", tmp_path, "-o", tmp_path / "plan.json")
+    assert code == 0, err
+    assert "2 candidate(s) left out: they read or write nchw16c" in out
+    document = json.loads((tmp_path / "plan.json").read_text())
+    assert document["left_out_candidates"] == {"candidates": 2, "layouts": ["nchw16c"]}
+    assert [op["variant"] for op in document["ops"] if op["kind"] == "conv"] == [
+        "direct/nhwc"] * 3
+    assert document["predicted"]["total_s"] == pytest.approx(29e-3)   # 3 x 9 + 2 x 1
 
 
 def test_plan_command_says_when_the_suite_has_no_graph(tmp_path, cli):

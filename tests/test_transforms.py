@@ -137,28 +137,60 @@ def test_the_glue_ops_of_the_network_are_timed_in_each_layout(tmp_path, cli):
         "relu": False, "add": True, "maxpool": False}
 
 
+def _nchwc_record(params: dict, status: str = "ok", **fields) -> str:
+    """One tuning record line (format 1) of an nchwc variant."""
+    import json
+
+    from convbench.tune import records
+
+    base = {name: 0 for name in records.FIELDS}
+    base.update({name: "" for name, types in records.FIELDS.items() if str in types})
+    base.update(format_version=records.FORMAT_VERSION, algorithm="nchwc",
+                layout="nchwxc", params=params, final=True, median_s=1e-3,
+                ci_low_s=1e-3, ci_high_s=1e-3, min_time=0.01, status=status)
+    base.update(fields)
+    return json.dumps(base) + "\n"
+
+
 def test_records_name_the_layouts_their_variants_use(tmp_path, cli):
     """--records: the tuner's layouts (here ic_bn=3 / oc_bn=32, off the sweep's grid), plus
     nchw and nhwc; a failed record adds none; --layouts beside it is refused."""
-    import json
-
     from convbench.harness import transform_run
-    from convbench.tune import records
-
-    def record(params: dict, status: str = "ok") -> dict:
-        base = {name: 0 for name in records.FIELDS}
-        base.update({name: "" for name, types in records.FIELDS.items() if str in types})
-        base.update(format_version=records.FORMAT_VERSION, algorithm="nchwc",
-                    layout="nchwxc", params=params, final=True, median_s=1e-3,
-                    ci_low_s=1e-3, ci_high_s=1e-3, min_time=0.01, status=status)
-        return base
 
     path = tmp_path / "records.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in [
-        record({"ic_bn": 3, "oc_bn": 32, "reg_n": 8, "unroll_ker": True}),
-        record({"ic_bn": 64, "oc_bn": 64, "reg_n": 8, "unroll_ker": True}, "fail")]))
+    path.write_text(_nchwc_record({"ic_bn": 3, "oc_bn": 32, "reg_n": 8, "unroll_ker": True})
+                    + _nchwc_record({"ic_bn": 64, "oc_bn": 64, "reg_n": 8,
+                                     "unroll_ker": True}, "fail"))
     assert transform_run.record_layouts(path) == ("nchw", "nhwc", "nchw3c", "nchw32c")
     suite = tmp_path / "tiny.yaml"
     suite.write_text(TINY_SUITE)
     code, _out, err = cli("transforms", suite, "--records", path, "--layouts", "nchw,nhwc")
     assert code == 2 and "not both" in err
+    code, _out, err = cli("transforms", suite, "--within", "1.1", "--layouts", "nchw,nhwc")
+    assert code == 2 and "give --records" in err
+
+
+def test_within_keeps_the_layouts_of_the_variants_near_their_layers_fastest(tmp_path):
+    """--within F: a variant's layouts count when its last round's median is within F x of
+    its layer's fastest; each layer is judged on its own, a round that ran longer replaces
+    an earlier one."""
+    from convbench.harness import transform_run
+
+    def record(layer: str, ic_bn: int, oc_bn: int, seconds: float, round_: int = 0) -> str:
+        return _nchwc_record({"ic_bn": ic_bn, "oc_bn": oc_bn, "reg_n": 4,
+                              "unroll_ker": False}, layer=layer, round=round_, threads=1,
+                             median_s=seconds)
+
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join([
+        record("a", 8, 8, 1.0e-3), record("a", 4, 4, 1.05e-3), record("a", 2, 2, 2e-3),
+        record("b", 16, 16, 10e-3),                    # b's fastest
+        record("b", 32, 32, 30e-3), record("b", 32, 32, 10.5e-3, round_=1),
+        # fastest in round 0, but its last round is what counts
+        record("b", 3, 3, 0.9e-3, round_=0), record("b", 3, 3, 12e-3, round_=1)]))
+    everything = transform_run.record_layouts(path)
+    assert {"nchw2c", "nchw3c", "nchw4c", "nchw8c", "nchw16c", "nchw32c"} <= set(everything)
+    near = transform_run.record_layouts(path, within=1.1)
+    assert near == ("nchw", "nhwc", "nchw4c", "nchw8c", "nchw16c", "nchw32c")
+    assert set(transform_run.record_layouts(path, within=1.2)) == {
+        "nchw", "nhwc", "nchw3c", "nchw4c", "nchw8c", "nchw16c", "nchw32c"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -48,6 +49,8 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
     table = costs.cost_table(measured, threads, cache, vector_width)
     transform_seconds = costs.TransformTable.from_frame(transform_run.load(transforms_dir),
                                                         table.threads)
+    candidates, left_out = costs.with_timed_layouts(table.costs, transform_seconds.layouts)
+    table = dataclasses.replace(table, costs=candidates)
     glue_frame = transform_run.load_glue(transforms_dir)
     glue = (None if glue_frame is None
             else costs.GlueTable.from_frame(glue_frame, graph, table.threads))
@@ -61,6 +64,12 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
                                                               transform_seconds, glue, "nchw")
     alternatives["per-layer bound"] = layouts.per_layer_bound(graph, table.costs, glue)
     click.echo(f"{loaded.name}: plan at {table.threads} thread(s), cache {table.cache}")
+    untimed = sorted({layout for c in left_out for layout in (c.in_layout, c.out_layout)}
+                     - transform_seconds.layouts)
+    if left_out:
+        click.echo(f"{len(left_out)} candidate(s) left out: they read or write "
+                   f"{', '.join(untimed)}, which {transforms_dir} has no transform timings "
+                   "for (convbench transforms --layouts, or a larger --within)")
     if glue is None:
         click.echo(f"glue ops (relu, pools, add) counted as free: {transforms_dir} has no "
                    f"{transform_run.GLUE_FILE} (measure with convbench transforms SUITE)")
@@ -79,6 +88,8 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
         document = report.plan_json(best, alternatives, suite=loaded.name, hosts=table.hosts,
                                     threads=table.threads, cache=table.cache,
                                     estimated=estimated, reference_s=table.reference_s,
+                                    left_out={"candidates": len(left_out),
+                                              "layouts": untimed},
                                     **_suite_source(loaded))
         output.write_text(json.dumps(document, indent=1) + "\n")
         click.echo(f"plan: {output}")

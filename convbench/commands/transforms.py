@@ -21,14 +21,18 @@ import click
               help="Tuning records (convbench tune): use every layout their variants read or "
                    "write, plus nchw and nhwc (the tuner explores more than the sweep's "
                    "grid, and convbench plan needs each of its layouts' transforms).")
+@click.option("--within", type=click.FloatRange(min=1.0), metavar="F",
+              help="With --records: only the layouts of variants whose median is within F x "
+                   "of their layer's fastest (e.g. 1.1; the plan then leaves the others out, "
+                   "saying so). Every pair of layouts is timed on every tensor shape.")
 @click.option("--min-time", type=float, help="Override timing.min_time (s per value).")
 @click.option("--values", "n_values", type=click.IntRange(min=3),
               help="Override timing.values.")
 @click.option("--processes", type=click.IntRange(min=1), help="Override timing.processes.")
 @click.option("--cpus", metavar="LIST", help="CPUs the workers are pinned to (as for run).")
 def command(suite: str, output: Path | None, threads: str | None, layouts: str | None,
-            records: Path | None, min_time: float | None, n_values: int | None,
-            processes: int | None, cpus: str | None) -> int:
+            records: Path | None, within: float | None, min_time: float | None,
+            n_values: int | None, processes: int | None, cpus: str | None) -> int:
     """Time every transform between the layouts in use on every conv input and output
     tensor shape of SUITE, round-robin per shape with the in-run reference, after checking
     each against numpy's transpose; and every glue op of SUITE's network (relu, pools, add)
@@ -43,9 +47,13 @@ def command(suite: str, output: Path | None, threads: str | None, layouts: str |
     loaded = load_suite(suite)
     if layouts and records:
         raise ConvbenchError("give the layouts as --layouts or --records, not both")
+    if within is not None and not records:
+        raise ConvbenchError("--within picks among tuning records: give --records FILE")
     chosen = tuple(w.strip() for w in layouts.split(",")) if layouts else ()
     if records:
-        chosen = transform_run.record_layouts(records)
+        chosen = transform_run.record_layouts(records, within)
+        click.echo(f"layouts: {', '.join(chosen)} ({len(chosen) * (len(chosen) - 1)} "
+                   "transforms per tensor shape)")
     for layout in chosen:
         try:
             transforms.block_of(layout, 1)

@@ -72,16 +72,30 @@ def sweep_layouts(suite: Suite) -> tuple[str, ...]:
     return transforms.layouts_of(pairs)
 
 
-def record_layouts(path: Path) -> tuple[str, ...]:
-    """NCHW, NHWC and every layout an ok tuning record's variant reads or writes."""
+def record_layouts(path: Path, within: float | None = None) -> tuple[str, ...]:
+    """NCHW, NHWC and every layout an ok tuning record's variant reads or writes; with
+    ``within``, only the variants whose last-round median is within that factor of their
+    layer group's fastest: every ordered pair of layouts is timed on every tensor shape,
+    and MobileNet V2's tune tried 22 NCHW[x]c blocks (552 pairs, ~55 s a shape at 2
+    threads on the Zen 3 host: 1.7 hours), most of them on variants no plan would pick."""
     from convbench.kernels import registry, transforms
+    from convbench.plan import costs
     from convbench.tune import records
 
     algorithms = registry.algorithms()
-    pairs = {algorithms[r["algorithm"]].activation_layouts(r["layout"], r.get("params") or {})
-             for r in records.read(path)
-             if r.get("status", "ok") == "ok" and r.get("algorithm") in algorithms}
-    return transforms.layouts_of(pairs)
+    if within is None:
+        pairs = {algorithms[r["algorithm"]].activation_layouts(r["layout"],
+                                                               r.get("params") or {})
+                 for r in records.read(path)
+                 if r.get("status", "ok") == "ok" and r.get("algorithm") in algorithms}
+        return transforms.layouts_of(pairs)
+    measured = [m for m in costs.read_records(path) if m.algorithm in algorithms]
+    group = lambda m: (m.layer, m.threads, m.vector_width, m.cache)   # noqa: E731
+    fastest: dict[tuple, float] = {}
+    for m in measured:
+        fastest[group(m)] = min(fastest.get(group(m), m.seconds), m.seconds)
+    return transforms.layouts_of({algorithms[m.algorithm].activation_layouts(m.layout, m.params)
+                                  for m in measured if m.seconds <= within * fastest[group(m)]})
 
 
 def glue_keys(suite: Suite) -> list[Any]:

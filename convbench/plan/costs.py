@@ -174,6 +174,11 @@ class TransformTable:
         return cls({((int(r.mb), int(r.c), int(r.h), int(r.w)), r.from_layout, r.to_layout):
                     float(r.median_s) for r in ok.itertuples()})
 
+    @property
+    def layouts(self) -> set[str]:
+        """Every layout some transform was timed from or to."""
+        return {layout for _, src, dst in self.seconds_by_key for layout in (src, dst)}
+
     def __call__(self, shape: Shape, src: str, dst: str) -> float:
         key = (tuple(shape), src, dst)
         if key in self.seconds_by_key:
@@ -188,6 +193,21 @@ class TransformTable:
         nearest, seconds = min(same_pair, key=lambda st: abs(_elements(st[0]) - size))
         self.estimated.add(key)  # type: ignore[arg-type]
         return seconds * size / _elements(nearest)
+
+
+def with_timed_layouts(costs: Mapping[str, list[Candidate]], timed: set[str]
+                       ) -> tuple[dict[str, list[Candidate]], list[Candidate]]:
+    """The candidates whose in and out layouts both have transform timings, and the rest
+    (``convbench transforms --within`` times only the layouts of the faster variants)."""
+    kept: dict[str, list[Candidate]] = {}
+    left: list[Candidate] = []
+    for layer, cands in costs.items():
+        for c in cands:
+            if {c.in_layout, c.out_layout} <= timed:
+                kept.setdefault(layer, []).append(c)
+            else:
+                left.append(c)
+    return kept, left
 
 
 def _elements(shape: Iterable[int]) -> int:

@@ -82,13 +82,14 @@ def _alternative_json(plan: Plan | str) -> dict[str, Any]:
 def plan_json(plan: Plan, alternatives: dict[str, Plan | str], *, suite: str,
               hosts: tuple[str, ...], threads: int, cache: str,
               estimated: list[dict[str, Any]], suite_path: str | None = None,
-              suite_text: str | None = None, reference_s: float | None = None
-              ) -> dict[str, Any]:
+              suite_text: str | None = None, reference_s: float | None = None,
+              left_out: dict[str, Any] | None = None) -> dict[str, Any]:
     """plan.json: the chosen candidate per conv, every transform, the predicted totals, and
     the suite's own text (so the network pass runs the graph the plan was made for, whether
     or not the suite file still exists or changed since); ``reference_s``, the in-run
     reference's median while the conv costs were measured (null where unknown), lets the
-    network pass scale the prediction to its own machine speed."""
+    network pass scale the prediction to its own machine speed; ``left_out``: how many
+    measured candidates the plan could not consider, and the untimed layouts why."""
     return {
         "format_version": FORMAT_VERSION, "suite": suite, "host": ", ".join(hosts),
         "threads": threads, "cache": cache,
@@ -98,6 +99,7 @@ def plan_json(plan: Plan, alternatives: dict[str, Plan | str], *, suite: str,
                              if plan.output_transform else None),
         "transforms": [_transform_json(t) for t in plan.transforms],
         "estimated_transforms": estimated,
+        "left_out_candidates": left_out or {"candidates": 0, "layouts": []},
         "predicted": {"total_s": plan.total_seconds, "ops_s": plan.op_seconds,
                       "transforms_s": plan.transform_seconds},
         "reference_s": reference_s if reference_s is not None and math.isfinite(reference_s)
