@@ -20,6 +20,17 @@ sysfs cache sizes; ``--cold-bytes`` overrides it for hosts whose sysfs is wrong.
 Cold modes time single calls (no inner loop): a value is one call, so the clock's
 resolution matters for microsecond layers; ``timer.timer_resolution`` measures it and the
 results record it per row.
+
+What a single call after a break also carries, measured on the AMD EPYC Zen 3 host (2
+vCPUs, 1 thread, MobileNet V2's block_1_depthwise, 0.47 ms in a warm loop): the first
+calls after ~20 ms away from the layer's buffers ran 1.1-1.7 ms, and it took ~5 calls to
+come back, whether the 20 ms were this pile, a sleep, a Python or FMA-only spin, or the same
+kernel on other buffers -- and re-reading the input and re-writing the output right before
+(``cold-weights``) did not help; 20 ms of the same kernel on the same buffers did.  No
+page faults (getrusage), and not the clock (an FMA spin right before did not help).  So
+on such a host a cold-mode value of a sub-millisecond layer holds this restart cost too,
+and a network pass, whose ops run back to back, ran 0.70x the sum of MobileNet V2's
+cold-weights layer times at 2 threads.
 """
 
 from __future__ import annotations
