@@ -310,9 +310,11 @@ def speedup_lines(group: pd.DataFrame) -> list[str]:
         best = min(single, key=lambda label: float(ok.loc[label, "median_s"]))
         out.append(f"plan vs best single-layout plan ({best}): "
                    f"{float(ok.loc[best, 'median_s']) / plan_s:.2f}x")
+    local = {"local-best": "each conv its own fastest variant",
+             "local-best-nchw-glue": "the same, relu / pooling / add in NCHW"}
     for label in planfile.LOCAL:
         if label in ok.index:
-            out.append(f"plan vs {label} (each conv its own fastest variant): "
+            out.append(f"plan vs {label} ({local[label]}): "
                        f"{float(ok.loc[label, 'median_s']) / plan_s:.2f}x")
     if ONEDNN in ok.index:
         out.append(f"plan vs oneDNN (prepacked): "
