@@ -263,14 +263,26 @@ def _record(layer: str, algorithm: str, layout: str, params: dict, seconds: floa
                        "median_s": seconds, "status": "ok"})
 
 
-def test_plan_command_from_records_and_transforms(tmp_path, cli, monkeypatch):
-    """Records (the last round counts) and transforms.parquet in, table and plan.json out."""
-    import json
+def _toy_suite(tmp_path, monkeypatch, pairs: list[tuple[str, str]]) -> None:
+    """The toy residual network as the suite ``convbench plan`` loads, and
+    transforms.parquet timing each (from, to) pair at 1 ms on its 16-channel tensors."""
     from types import SimpleNamespace
 
     import pandas as pd
 
     from convbench.spec import suite as suite_module
+
+    pd.DataFrame([{"mb": 1, "c": 16, "h": 4, "w": 4, "from_layout": a, "to_layout": b,
+                   "threads": 1, "median_s": 1e-3, "status": "ok"} for a, b in pairs]
+                 ).to_parquet(tmp_path / "transforms.parquet")
+    monkeypatch.setattr(suite_module, "load_suite",
+                        lambda path: SimpleNamespace(name="toy", graph=_residual()))
+
+
+def test_plan_command_from_records_and_transforms(tmp_path, cli, monkeypatch):
+    """Records (the last round counts) and transforms.parquet in, table and plan.json out."""
+    import json
+
 
     blocked = {"ic_bn": 16, "oc_bn": 16, "reg_n": 7, "unroll_ker": False}
     (tmp_path / "records.jsonl").write_text("\n".join([
@@ -279,12 +291,7 @@ def test_plan_command_from_records_and_transforms(tmp_path, cli, monkeypatch):
         _record("A", "nchwc", "nchwxc", blocked, 4e-3, round_=2),   # the last round counts
         _record("B", "direct", "nchw", {}, 10e-3),
         _record("B", "nchwc", "nchwxc", blocked, 4e-3)]) + "\n")
-    pd.DataFrame([{"mb": 1, "c": 16, "h": 4, "w": 4, "from_layout": a, "to_layout": b,
-                   "threads": 1, "median_s": 1e-3, "status": "ok"}
-                  for a, b in [("nchw", "nchw16c"), ("nchw16c", "nchw")]]
-                 ).to_parquet(tmp_path / "transforms.parquet")
-    monkeypatch.setattr(suite_module, "load_suite",
-                        lambda path: SimpleNamespace(name="toy", graph=_residual()))
+    _toy_suite(tmp_path, monkeypatch, [("nchw", "nchw16c"), ("nchw16c", "nchw")])
     code, out, err = cli("plan", "toy", "--records", tmp_path / "records.jsonl",
                          "--transforms", tmp_path, "-o", tmp_path / "plan.json", "-v")
     assert code == 0, err
@@ -310,11 +317,7 @@ def test_plan_leaves_out_candidates_whose_layouts_have_no_transform_timings(
     """transforms.parquet from ``convbench transforms --within`` lacks the layouts of slow
     variants: the plan is made from the others and says which it left out."""
     import json
-    from types import SimpleNamespace
 
-    import pandas as pd
-
-    from convbench.spec import suite as suite_module
 
     blocked = {"ic_bn": 16, "oc_bn": 16, "reg_n": 7, "unroll_ker": False}
     (tmp_path / "records.jsonl").write_text("\n".join([
@@ -324,12 +327,7 @@ def test_plan_leaves_out_candidates_whose_layouts_have_no_transform_timings(
                                                    ("direct", "nhwc", {}, 9e-3),
                                                    ("nchwc", "nchwxc", blocked, 4e-3)]])
         + "\n")
-    pd.DataFrame([{"mb": 1, "c": 16, "h": 4, "w": 4, "from_layout": a, "to_layout": b,
-                   "threads": 1, "median_s": 1e-3, "status": "ok"}
-                  for a, b in [("nchw", "nhwc"), ("nhwc", "nchw")]]
-                 ).to_parquet(tmp_path / "transforms.parquet")
-    monkeypatch.setattr(suite_module, "load_suite",
-                        lambda path: SimpleNamespace(name="toy", graph=_residual()))
+    _toy_suite(tmp_path, monkeypatch, [("nchw", "nhwc"), ("nhwc", "nchw")])
     code, out, err = cli("plan", "toy", "--records", tmp_path / "records.jsonl",
                          "--transforms", tmp_path, "-o", tmp_path / "plan.json")
     assert code == 0, err
@@ -354,11 +352,9 @@ def test_plan_command_adds_the_measured_glue_in_the_layout_it_runs(tmp_path, cli
     were measured to cost in the layout the plan runs them in: the blocked plan's in
     nchw16c, the all-NCHW plan's in nchw."""
     import json
-    from types import SimpleNamespace
 
     import pandas as pd
 
-    from convbench.spec import suite as suite_module
 
     blocked = {"ic_bn": 16, "oc_bn": 16, "reg_n": 7, "unroll_ker": False}
     (tmp_path / "records.jsonl").write_text("\n".join([
@@ -366,18 +362,13 @@ def test_plan_command_adds_the_measured_glue_in_the_layout_it_runs(tmp_path, cli
         for layer in ("A", "B")
         for algorithm, layout, params, seconds in [("direct", "nchw", {}, 10e-3),
                                                    ("nchwc", "nchwxc", blocked, 4e-3)]]) + "\n")
-    pd.DataFrame([{"mb": 1, "c": 16, "h": 4, "w": 4, "from_layout": a, "to_layout": b,
-                   "threads": 1, "median_s": 1e-3, "status": "ok"}
-                  for a, b in [("nchw", "nchw16c"), ("nchw16c", "nchw")]]
-                 ).to_parquet(tmp_path / "transforms.parquet")
+    _toy_suite(tmp_path, monkeypatch, [("nchw", "nchw16c"), ("nchw16c", "nchw")])
     pd.DataFrame([{"kind": kind, "mb": 1, "c": 16, "h": 4, "w": 4, "inputs": inputs, "k": 0,
                    "s": 1, "p": 0, "in_place": True, "layout": layout, "threads": 1,
                    "median_s": seconds, "status": "ok"}
                   for kind, inputs in (("relu", 1), ("add", 2))
                   for layout, seconds in (("nchw", 2e-3), ("nchw16c", 0.5e-3))]
                  ).to_parquet(tmp_path / "glue.parquet")
-    monkeypatch.setattr(suite_module, "load_suite",
-                        lambda path: SimpleNamespace(name="toy", graph=_residual()))
     code, out, err = cli("plan", "toy", "--records", tmp_path / "records.jsonl",
                          "--transforms", tmp_path, "-o", tmp_path / "plan.json")
     assert code == 0, err
