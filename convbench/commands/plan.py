@@ -51,6 +51,14 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
                                                         table.threads)
     candidates, left_out = costs.with_timed_layouts(table.costs, transform_seconds.layouts)
     table = dataclasses.replace(table, costs=candidates)
+    # said before planning: a layer left with no candidate fails the plan, and this says why
+    click.echo(f"{loaded.name}: plan at {table.threads} thread(s), cache {table.cache}")
+    untimed = sorted({layout for c in left_out for layout in (c.in_layout, c.out_layout)}
+                     - transform_seconds.layouts)
+    if left_out:
+        click.echo(f"{len(left_out)} candidate(s) left out: they read or write "
+                   f"{', '.join(untimed)}, which {transforms_dir} has no transform timings "
+                   "for (convbench transforms --layouts, or a larger --within)")
     glue_frame = transform_run.load_glue(transforms_dir)
     glue = (None if glue_frame is None
             else costs.GlueTable.from_frame(glue_frame, graph, table.threads))
@@ -63,13 +71,6 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
     alternatives["local-best-nchw-glue"] = layouts.local_best(graph, table.costs,
                                                               transform_seconds, glue, "nchw")
     alternatives["per-layer bound"] = layouts.per_layer_bound(graph, table.costs, glue)
-    click.echo(f"{loaded.name}: plan at {table.threads} thread(s), cache {table.cache}")
-    untimed = sorted({layout for c in left_out for layout in (c.in_layout, c.out_layout)}
-                     - transform_seconds.layouts)
-    if left_out:
-        click.echo(f"{len(left_out)} candidate(s) left out: they read or write "
-                   f"{', '.join(untimed)}, which {transforms_dir} has no transform timings "
-                   "for (convbench transforms --layouts, or a larger --within)")
     if glue is None:
         click.echo(f"glue ops (relu, pools, add) counted as free: {transforms_dir} has no "
                    f"{transform_run.GLUE_FILE} (measure with convbench transforms SUITE)")

@@ -189,7 +189,7 @@ class _Problem:
                             self.edge(tensor, op.name, live[tensor], c.in_layout))
                     for c in self.candidates(op)]
         # one input's layout for all (a single-input op keeps its input's layout)
-        targets = ({self.glue_layout: None} if self.glue_layout
+        targets = ((self.glue_layout,) if self.glue_layout
                    else dict.fromkeys(live[t] for t in op.inputs))
         return [_Choice(None, target, self.glue(op, target),
                         tuple(e for t in op.inputs for e in self.edge(t, op.name, live[t],
