@@ -4,6 +4,7 @@ measurement into transforms.parquet."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -139,8 +140,6 @@ def test_the_glue_ops_of_the_network_are_timed_in_each_layout(tmp_path, cli):
 
 def _nchwc_record(params: dict, status: str = "ok", **fields) -> str:
     """One tuning record line (format 1) of an nchwc variant."""
-    import json
-
     from convbench.tune import records
 
     base = {name: 0 for name in records.FIELDS}
@@ -194,3 +193,24 @@ def test_within_keeps_the_layouts_of_the_variants_near_their_layers_fastest(tmp_
     assert near == ("nchw", "nhwc", "nchw4c", "nchw8c", "nchw16c", "nchw32c")
     assert set(transform_run.record_layouts(path, within=1.2)) == {
         "nchw", "nhwc", "nchw3c", "nchw4c", "nchw8c", "nchw16c", "nchw32c"}
+
+
+def test_a_torn_last_line_is_skipped_by_every_reader_of_the_records(tmp_path):
+    """A tune killed mid-line leaves a torn last line: the planner's reader and both ways
+    of --records skip it as ``tune --resume`` does; a bad line before the last is an
+    error naming file:line."""
+    from convbench.errors import ConvbenchError
+    from convbench.harness import transform_run
+    from convbench.plan import costs
+
+    whole = _nchwc_record({"ic_bn": 3, "oc_bn": 32, "reg_n": 8, "unroll_ker": True})
+    path = tmp_path / "records.jsonl"
+    path.write_text(whole + whole[:40])
+    assert [(m.algorithm, m.params) for m in costs.read_records(path)] == [
+        ("nchwc", json.loads(whole)["params"])]
+    for within in (None, 1.1):
+        assert transform_run.record_layouts(path, within) == ("nchw", "nhwc", "nchw3c",
+                                                              "nchw32c")
+    path.write_text(whole + whole[:40] + "\n" + whole)
+    with pytest.raises(ConvbenchError, match=rf"{path}:2: not a tuning record"):
+        costs.read_records(path)

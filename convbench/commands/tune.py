@@ -34,12 +34,21 @@ from convbench.commands.run import _thread_list, _word_list
 @click.option("--exhaustive", is_flag=True,
               help="No halving: measure every candidate once at the suite's timing (the "
                    "full grid, to check what the halving finds against; slow).")
+@click.option("--transfer", is_flag=True,
+              help="Rank each layer's candidates by what the round 0s of other layers "
+                   "(same kernel size, threads and cache mode) measured, and measure only "
+                   "the best-ranked: the whole halving within a fifth of the candidate "
+                   "count.  A layer with no such evidence gets the full halving.")
+@click.option("--prior", "prior_paths", multiple=True,
+              type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="Tuning records of other layers or networks on this host to rank by "
+                   "(implies --transfer; records of the layer being tuned are not used).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 def command(suite: str, budget_s: float | None, records_path: Path | None, resume: bool,
             cache_modes: str, threads: str | None, vector_widths: str | None,
-            only: tuple[str, ...], exclude: tuple[str, ...], exhaustive: bool, seed: int,
-            quiet: bool) -> int:
+            only: tuple[str, ...], exclude: tuple[str, ...], exhaustive: bool,
+            transfer: bool, prior_paths: tuple[Path, ...], seed: int, quiet: bool) -> int:
     """Find each layer's fastest variant of SUITE's sweep with few measurements.
 
     Per layer group (thread count, vector width, cache mode) the candidates -- the
@@ -50,6 +59,7 @@ def command(suite: str, budget_s: float | None, records_path: Path | None, resum
     reference); each is appended to the records as it arrives.  `convbench run SUITE
     --records FILE` then measures only each layer's tuned variant and the baselines.
     """
+    from convbench.errors import ConvbenchError
     from convbench.harness import options as run_options
     from convbench.spec.suite import CACHE_MODES, VECTOR_WIDTHS
     from convbench.tune.session import tune_suite
@@ -58,8 +68,12 @@ def command(suite: str, budget_s: float | None, records_path: Path | None, resum
         only=only, exclude=exclude, seed=seed, threads=_thread_list(threads),
         vector_widths=_word_list(vector_widths, "--vector-widths", VECTOR_WIDTHS),
         cache=_word_list(cache_modes, "--cache", CACHE_MODES))
+    if exhaustive and (transfer or prior_paths):
+        raise ConvbenchError("--exhaustive measures every candidate: not with --transfer "
+                             "or --prior")
     outcome = tune_suite(suite, options, records_path, resume=resume, budget_s=budget_s,
-                         quiet=quiet, exhaustive=exhaustive)
+                         quiet=quiet, exhaustive=exhaustive, transfer=transfer,
+                         prior_paths=prior_paths)
     click.echo(f"records: {outcome.path}")
     if outcome.budget_spent or outcome.interrupted:
         why = "budget spent" if outcome.budget_spent else "interrupted"

@@ -80,22 +80,16 @@ def record_layouts(path: Path, within: float | None = None) -> tuple[str, ...]:
     threads on the Zen 3 host: 1.7 hours), most of them on variants no plan would pick."""
     from convbench.kernels import registry, transforms
     from convbench.plan import costs
-    from convbench.tune import records
 
     algorithms = registry.algorithms()
-    if within is None:
-        pairs = {algorithms[r["algorithm"]].activation_layouts(r["layout"],
-                                                               r.get("params") or {})
-                 for r in records.read(path)
-                 if r.get("status", "ok") == "ok" and r.get("algorithm") in algorithms}
-        return transforms.layouts_of(pairs)
     measured = [m for m in costs.read_records(path) if m.algorithm in algorithms]
     group = lambda m: (m.layer, m.threads, m.vector_width, m.cache)   # noqa: E731
     fastest: dict[tuple, float] = {}
     for m in measured:
         fastest[group(m)] = min(fastest.get(group(m), m.seconds), m.seconds)
+    kept = [m for m in measured if within is None or m.seconds <= within * fastest[group(m)]]
     return transforms.layouts_of({algorithms[m.algorithm].activation_layouts(m.layout, m.params)
-                                  for m in measured if m.seconds <= within * fastest[group(m)]})
+                                  for m in kept})
 
 
 def glue_keys(suite: Suite) -> list[Any]:

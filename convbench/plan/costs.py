@@ -10,7 +10,6 @@ median), one thread count, cache mode and optionally vector width at a time; a c
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Iterable, Mapping
@@ -63,15 +62,22 @@ def _reference(median_s: float, ref_ratio: Any) -> float:
 
 
 def read_records(path: Path) -> list[Measured]:
-    """Tuning records: per (layer, variant, threads, width, cache) the last round's median."""
+    """Tuning records: per (layer, variant, threads, width, cache) the last round's median.
+    Read as :func:`convbench.tune.records.decoded_lines` reads them (a torn last line, which
+    ``tune`` leaves when killed, is skipped), but leniently: fields a hand-written cost
+    table lacks take their defaults."""
+    from convbench.errors import ConvbenchError
+    from convbench.tune import records
+
     if not Path(path).is_file():
         raise PlanError(f"{path}: no such records file")
     last: dict[tuple, tuple[int, Measured]] = {}
-    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
+    try:
+        decoded = list(records.decoded_lines(path))
+    except ConvbenchError as exc:
+        raise PlanError(str(exc)) from None
+    for number, r in decoded:
         try:
-            r = json.loads(line)
             if r.get("status", "ok") != "ok":
                 continue
             params = r.get("params") or {}
@@ -83,7 +89,7 @@ def read_records(path: Path) -> list[Measured]:
                          _reference(float(r["median_s"]), r.get("ref_ratio")),
                          bool(r.get("final", True)))
             round_ = int(r.get("round", 0))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise PlanError(f"{path}:{number}: not a tuning record ({exc})") from None
         key = (m.layer, m.variant, m.threads, m.vector_width, m.cache)
         if key not in last or round_ >= last[key][0]:

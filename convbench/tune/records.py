@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -136,10 +136,11 @@ def problem(record: Any) -> str | None:
     return None
 
 
-def read(path: str | Path) -> list[dict[str, Any]]:
-    """Every record of ``path`` in file order.  A torn last line (no newline, not JSON: the
-    line a kill interrupted) is ignored; any other bad line is a ConvbenchError naming
-    ``path:line``."""
+def decoded_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, decoded JSON)`` for each non-blank line of ``path``.  A torn last
+    line (no newline, not JSON: the line a kill interrupted) is skipped; any other line
+    that is not JSON is a ConvbenchError naming ``path:line``.  What a decoded line must
+    hold is the reader's business (:func:`read` is strict, the planner lenient)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -148,18 +149,23 @@ def read(path: str | Path) -> list[dict[str, Any]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConvbenchError(f"{path}: cannot read tuning records ({exc})") from None
     lines = text.split("\n")
-    records = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        torn = number == len(lines)   # the text after the last newline
         try:
-            record = json.loads(line)
+            yield number, json.loads(line)
         except json.JSONDecodeError as exc:
-            if torn:
+            if number == len(lines):   # the text after the last newline: torn
                 continue
             raise ConvbenchError(f"{path}:{number}: not a tuning record (bad JSON: "
                                  f"{exc.msg} at column {exc.colno})") from None
+
+
+def read(path: str | Path) -> list[dict[str, Any]]:
+    """Every record of ``path`` in file order (a torn last line skipped); a line that is
+    no record of this format is a ConvbenchError naming ``path:line``."""
+    records = []
+    for number, record in decoded_lines(path):
         why = problem(record)
         if why:
             raise ConvbenchError(f"{path}:{number}: not a tuning record ({why})")

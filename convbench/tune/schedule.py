@@ -101,3 +101,8 @@ def cost(plan: Sequence[Round]) -> float:
 def measurements(plan: Sequence[Round]) -> int:
     """Candidate measurements (one candidate in one round) the rounds take."""
     return sum(r.candidates for r in plan)
+
+
+def measurements_for(n: int) -> int:
+    """Candidate measurements a halving of ``n`` candidates takes when none fails."""
+    return sum(sizes(n))

@@ -31,6 +31,11 @@ on all 23; with OpenBLAS settled too, the halving's pick came within 3% of the g
 on 18 of 23 layers at 1 thread (regret max 6.2%; 14 of 23 and 52.6% before) and at 2
 threads (max 16.7%).  The ratio is still recorded.
 
+``--transfer`` / ``--prior FILE`` cut round 0 to the candidates :mod:`.prior` ranks best
+from other layer groups' round 0s (this session's earlier groups and the prior files),
+so that the group's whole halving takes at most a fifth of its candidate count; a group
+with no evidence of its kernel size runs the full halving and becomes evidence.
+
 ``--exhaustive`` measures every candidate once at the suite's timing (one final round,
 :func:`.schedule.grid`): the full grid's best, which the halving is meant to find with a
 fraction of the measuring, so that claim can be checked (``tools/tune_vs_grid.py``).
@@ -52,7 +57,7 @@ from convbench.harness.options import RunOptions
 from convbench.harness.plan import Case, Plan
 from convbench.harness.runner import Runner
 from convbench.results.store import now_utc
-from convbench.tune import records, schedule, space
+from convbench.tune import prior, records, schedule, space
 from convbench.tune.records import GroupKey
 from convbench.tune.space import group_label
 
@@ -69,6 +74,7 @@ class GroupOutcome:
     measured: int = 0          # candidate measurements taken in this session
     reused: int = 0            # taken from the records (--resume)
     rounds: int = 0
+    field: int | None = None   # round 0's candidates when the transfer prior chose them
     best: Mapping[str, Any] | None = None
     already_tuned: bool = False
     finished: bool = False
@@ -80,6 +86,8 @@ class GroupOutcome:
             reused = f" (+{self.reused} from the records)" if self.reused else ""
             head = (f"{self.label}: {self.candidates} candidates"
                     + (f" ({self.not_applicable} not applicable)" if self.not_applicable
+                       else "")
+                    + (f", the prior's best {self.field} measured" if self.field is not None
                        else "")
                     + f", {self.measured} measurements{reused} in {self.rounds} rounds")
         if not self.finished and not self.already_tuned:
@@ -125,8 +133,11 @@ class Session:
                  environment: dict[str, Any], resume: bool = False,
                  budget_s: float | None = None, quiet: bool = False,
                  say: Callable[[str], None] | None = None, chunk: int = CHUNK,
-                 exhaustive: bool = False):
+                 exhaustive: bool = False, transfer: bool = False,
+                 prior_records: Sequence[Mapping[str, Any]] = ()):
         self.plan = plan
+        self.transfer = transfer
+        self.prior_records = list(prior_records)
         self.schedule = schedule.grid if exhaustive else schedule.rounds
         self.chunk = chunk
         self.options = options
@@ -213,6 +224,13 @@ class Session:
         key = self.key(first)
         earlier = records.of_group(self.known, key) if self.resume else []
         alive = list(found.cases)
+        if self.transfer:
+            alive = self.transfer_field(first, alive, key)
+            if len(alive) < len(found.cases):
+                result.field = len(alive)
+                bar.total -= (schedule.measurements_for(len(found.cases))
+                              - schedule.measurements_for(len(alive)))
+                bar.refresh()
         index = 0
         while alive:
             self.round = self.schedule(len(alive), self.plan.timing, index)[0]
@@ -241,6 +259,24 @@ class Session:
         result.best = records.best(self.known, key)
         return result
 
+    def transfer_field(self, first: Case, alive: list[Case], key: GroupKey) -> list[Case]:
+        """Round 0's candidates under the transfer prior (:mod:`.prior`): the best-ranked
+        few, in their own order, from the round 0s of other groups at the same thread count,
+        width and cache mode (this session's and ``--prior``'s); all of them without any."""
+        def comparable(r: Mapping[str, Any]) -> bool:
+            return ((r["threads"], r["vector_width"], r["cache"])
+                    == (key.threads, key.vector_width, key.cache)
+                    and records.GroupKey.of(r) != key)
+
+        known = prior.evidence(r for r in [*self.prior_records, *self.known] if comparable(r))
+        configs = [prior.Config.of(c.variant.algorithm, c.variant.layout,
+                                   dict(c.variant.params)) for c in alive]
+        order = prior.rank(first.problem, configs, known)
+        if order is None:
+            return alive
+        keep = set(order[:prior.field_size(len(alive))])
+        return [c for i, c in enumerate(alive) if i in keep]
+
 
 def _say(line: str) -> None:
     """A line on stdout that leaves the progress bar (stderr) intact."""
@@ -264,11 +300,14 @@ def _scores(alive: Sequence[Case], got: Mapping[str, Mapping[str, Any]]
 def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path | None = None,
                resume: bool = False, budget_s: float | None = None, quiet: bool = False,
                measure_machine: bool | None = None, chunk: int = CHUNK,
-               exhaustive: bool = False) -> TuneOutcome:
+               exhaustive: bool = False, transfer: bool = False,
+               prior_paths: Sequence[Path] = ()) -> TuneOutcome:
     """Tune a suite's plan (``options``: its overrides and filters) into a records file.
 
     Without ``resume`` the file must not hold records yet: appending a second tuning to
-    the first would mix their rounds (``records.best`` takes each variant's last one)."""
+    the first would mix their rounds (``records.best`` takes each variant's last one).
+    ``transfer``: round 0 measures only what :mod:`.prior` ranks best from other groups'
+    records (this session's and those of ``prior_paths``, which imply it)."""
     from convbench.harness import affinity
     from convbench.harness.options import make_plan
     from convbench.machine.first_use import limits_for_run
@@ -286,6 +325,8 @@ def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path |
     # the limits give `auto` widths the same compile width a run uses (runner.compile_width)
     limits = limits_for_run({c.threads for c in plan.cases}, measure_machine,
                             lambda line: None if quiet else print(line, file=sys.stderr))
+    prior_records = [r for p in prior_paths for r in records.read(p)]
     session = Session(plan, options, path, host, {"machine": limits}, resume=resume,
-                      budget_s=budget_s, quiet=quiet, chunk=chunk, exhaustive=exhaustive)
+                      budget_s=budget_s, quiet=quiet, chunk=chunk, exhaustive=exhaustive,
+                      transfer=transfer or bool(prior_paths), prior_records=prior_records)
     return session.run()

@@ -1,0 +1,161 @@
+"""What other layers' tuning says about a new layer's candidates: the tuner's transfer prior.
+
+``convbench tune --transfer`` measures, per layer group, only the candidates this prior
+ranks best -- as many as keep the group's whole halving within a fifth of its candidate
+count (:func:`field_size`) -- instead of all of them in round 0.  The idea is AutoTVM's
+transfer learning (a cost model fitted on other workloads' logs ranks a new workload's
+configurations before any is measured) in its simplest form, a nearest-neighbour rule
+with no fitted parameters:
+
+- the evidence is every round-0 record of *other* layer groups (the same tune's earlier
+  groups, and ``--prior FILE``'s records): round 0 is the one round where all of a group's
+  candidates ran at one timing, so ``median / the group's best round-0 median`` (the
+  candidate's *slowdown*) compares them fairly;
+- a candidate's predicted slowdown is a weighted geometric mean over the evidence groups of
+  the slowdown of the nearest configuration of its own family (algorithm and layout) there,
+  times ``2 ** distance`` (:func:`param_distance`: octaves between numeric knobs, 1 per
+  other differing knob), so an exact match counts as measured and a far one barely;
+- a group weighs ``2 ** -layer_distance`` (octaves between spatial size and channel
+  counts), a quarter of that when its stride differs; only groups with the same kernel
+  size and the same depthwise-or-not count (what decides which algorithms apply) -- with
+  none such the layer gets no prior and a full halving, and becomes evidence for the next;
+- a family with no evidence in the class is explored, not guessed: its first candidate
+  (the space's default comes first) is ranked as if it tied the best.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from convbench.spec.descriptor import parse_descriptor
+from convbench.spec.problem import ConvProblem
+from convbench.tune import schedule
+
+FRACTION = 5    # a transfer-guided group takes at most 1/FRACTION of its candidate count
+MIN_FIELD = 3   # ... but round 0 never measures fewer than this many (fewer if fewer exist)
+
+
+@dataclass(frozen=True)
+class Config:
+    """A candidate as the prior compares it: its family and its knobs."""
+
+    algorithm: str
+    layout: str
+    params: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def of(cls, algorithm: str, layout: str, params: Mapping[str, Any]) -> Config:
+        return cls(algorithm, layout, tuple(sorted(params.items())))
+
+    @property
+    def family(self) -> tuple[str, str]:
+        return self.algorithm, self.layout
+
+
+STRIDE_WEIGHT = 0.25   # a group of another stride counts this much (Winograd needs stride 1)
+
+
+def conv_class(p: ConvProblem) -> tuple[int, int, bool]:
+    """What must match for one layer's ranking to say something about another's: the
+    kernel and depthwise or not decide which algorithms apply at all."""
+    return p.kh, p.kw, p.g > 1
+
+
+def group_weight(problem: ConvProblem, other: ConvProblem) -> float:
+    """How much ``other``'s ranking counts for ``problem`` (0: not at all)."""
+    if conv_class(other) != conv_class(problem):
+        return 0.0
+    same_stride = (other.sh, other.sw) == (problem.sh, problem.sw)
+    return 2.0 ** -layer_distance(problem, other) * (1.0 if same_stride else STRIDE_WEIGHT)
+
+
+def layer_distance(a: ConvProblem, b: ConvProblem) -> float:
+    """Octaves between two layers' output area, input channels and output channels."""
+    return sum(abs(math.log2(x / y)) for x, y in ((a.oh * a.ow, b.oh * b.ow),
+                                                  (a.ic // a.g, b.ic // b.g), (a.oc, b.oc)))
+
+
+def param_distance(a: Config, b: Config) -> float:
+    """Octaves between numeric knobs of one family, plus one per other knob that differs."""
+    left, right = dict(a.params), dict(b.params)
+    total = 0.0
+    for name in left.keys() | right.keys():
+        x, y = left.get(name), right.get(name)
+        numeric = all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+                      for v in (x, y))
+        if numeric:
+            total += abs(math.log2(float(x) / float(y)))   # type: ignore[arg-type]
+        elif x != y:
+            total += 1.0
+    return total
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One other layer group's round 0: its layer and each configuration's slowdown."""
+
+    problem: ConvProblem
+    slowdown: Mapping[Config, float]
+
+
+def evidence(records: Iterable[Mapping[str, Any]]) -> list[Evidence]:
+    """Round-0 evidence per layer group (descriptor, threads, width, cache, host) of ok
+    records; a group with a single ok candidate says nothing about ranking and is left out."""
+    groups: dict[tuple, dict[Config, float]] = {}
+    for r in records:
+        if r.get("round") != 0 or r.get("status") != "ok" or r.get("median_s") is None:
+            continue
+        key = (r["descriptor"], r["threads"], r["vector_width"], r["cache"], r["host"])
+        config = Config.of(r["algorithm"], r["layout"], r.get("params") or {})
+        # a later line of the same variant wins: it was measured again
+        groups.setdefault(key, {})[config] = float(r["median_s"])
+    found = []
+    for key, times in groups.items():
+        if len(times) < 2:
+            continue
+        best = min(times.values())
+        found.append(Evidence(parse_descriptor(key[0]),
+                              {c: t / best for c, t in times.items()}))
+    return found
+
+
+def rank(problem: ConvProblem, candidates: Sequence[Config],
+         known: Sequence[Evidence]) -> list[int] | None:
+    """Indices of ``candidates`` from most to least promising for ``problem``, or None when
+    no evidence group has its kernel and depthwise-ness (no prior: measure them all)."""
+    weighted = [(e, group_weight(problem, e.problem)) for e in known]
+    weighted = [(e, w) for e, w in weighted if w > 0]
+    if not weighted:
+        return None
+    explored: set[tuple[str, str]] = set()
+    scores = []
+    for config in candidates:
+        num = den = 0.0
+        for e, w in weighted:
+            near = [(param_distance(config, c), s) for c, s in e.slowdown.items()
+                    if c.family == config.family]
+            if not near:
+                continue
+            distance, slowdown = min(near)
+            num += w * (math.log2(slowdown) + distance)
+            den += w
+        if den:
+            scores.append(num / den)
+        elif config.family not in explored:      # an unseen family: try its first one
+            explored.add(config.family)
+            scores.append(0.0)
+        else:
+            scores.append(math.inf)
+    return sorted(range(len(candidates)), key=lambda i: scores[i])
+
+
+def field_size(n: int) -> int:
+    """How many of ``n`` candidates round 0 measures under the prior: the most whose whole
+    halving (:func:`.schedule.sizes`) takes at most n / FRACTION measurements."""
+    m = min(n, MIN_FIELD)
+    while m < n and schedule.measurements_for(m + 1) * FRACTION <= n:
+        m += 1
+    return m

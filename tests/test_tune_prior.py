@@ -1,0 +1,134 @@
+"""``convbench tune --transfer`` / ``--prior``: the ranking from other layers' round 0s
+(convbench/tune/prior.py) and a real tune that measures only the prior's best."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from convbench.harness.options import RunOptions
+from convbench.spec.descriptor import parse_descriptor
+from convbench.tune import prior, records, schedule
+from convbench.tune.session import tune_suite
+from tests.conftest import DATA
+
+COLD = RunOptions(cache=("cold-weights",))
+ONE_BY_ONE = parse_descriptor("mb1ic64ih56oc64oh56kh1ph0")
+
+
+def _evidence(descriptor: str, times: dict[prior.Config, float]) -> prior.Evidence:
+    best = min(times.values())
+    return prior.Evidence(parse_descriptor(descriptor), {c: t / best for c, t in times.items()})
+
+
+A = prior.Config.of("indirect", "nhwc", {"MR": 6, "NR": 16, "KC": 256})
+B = prior.Config.of("indirect", "nhwc", {"MR": 4, "NR": 24, "KC": 256})
+BLOCKED = prior.Config.of("nchwc", "nchwxc", {"ic_bn": 16, "oc_bn": 16, "reg_n": 8})
+
+
+def test_the_prior_ranks_by_other_layers_and_explores_an_unseen_family():
+    known = [_evidence("mb1ic64ih56oc256oh56kh1ph0", {A: 1.0, B: 2.0}),
+             _evidence("mb1ic128ih28oc512oh28kh1ph0", {A: 1.1, B: 1.0})]
+    unseen = prior.Config.of("spatial_pack", "nhwc", {"MR": 4})
+    also_unseen = prior.Config.of("spatial_pack", "nhwc", {"MR": 8})
+    order = prior.rank(ONE_BY_ONE, [B, unseen, A, also_unseen], known)
+    # A: the nearer layer (2 octaves from ONE_BY_ONE, the other 6) says A wins by 2x, the
+    # far one says B by 10%; the unseen family's first candidate is tried as if it tied the best,
+    # its second is not
+    assert order == [1, 2, 0, 3]
+    # no evidence with this kernel size (3x3 layers only): no prior at all
+    three = [_evidence("mb1ic64ih56oc64oh56kh3ph1", {A: 1.0, B: 2.0})]
+    assert prior.rank(ONE_BY_ONE, [A, B], three) is None
+
+
+def test_an_unmeasured_config_takes_its_nearest_neighbours_slowdown_plus_the_distance():
+    near = prior.Config.of("nchwc", "nchwxc", {"ic_bn": 32, "oc_bn": 16, "reg_n": 8})
+    far = prior.Config.of("nchwc", "nchwxc", {"ic_bn": 2, "oc_bn": 16, "reg_n": 8})
+    assert prior.param_distance(near, BLOCKED) == pytest.approx(1.0)
+    assert prior.param_distance(far, BLOCKED) == pytest.approx(3.0)
+    assert prior.param_distance(A, B) == pytest.approx(math.log2(6 / 4) + math.log2(24 / 16))
+    known = [_evidence("mb1ic64ih56oc256oh56kh1ph0", {BLOCKED: 1.0, A: 3.0})]
+    # near: 1 octave off a winner (log2 slowdown 1) beats A measured 3x slower (1.58);
+    # far: 3 octaves off loses to both
+    assert prior.rank(ONE_BY_ONE, [far, A, near], known) == [2, 1, 0]
+
+
+def test_another_stride_counts_a_quarter():
+    s1 = parse_descriptor("mb1ic64ih56oc64oh56kh3ph1")
+    s2 = parse_descriptor("mb1ic64ih56oc64oh28kh3sh2ph1")
+    assert prior.group_weight(s1, s1) == 1.0
+    assert prior.group_weight(s1, s2) == pytest.approx(0.25 * 2.0 ** -2)
+    assert prior.group_weight(s1, ONE_BY_ONE) == 0.0
+
+
+def test_evidence_is_round_0_of_groups_with_a_ranking():
+    def record(descriptor, variant_mr, seconds, round_=0, status="ok"):
+        return {"descriptor": descriptor, "threads": 1, "vector_width": "auto",
+                "cache": "cold-weights", "host": "h", "round": round_, "status": status,
+                "algorithm": "indirect", "layout": "nhwc", "params": {"MR": variant_mr},
+                "median_s": seconds if status == "ok" else None}
+
+    d1, d2 = "mb1ic64ih56oc256oh56kh1ph0", "mb1ic64ih56oc64oh56kh1ph0"
+    found = prior.evidence([record(d1, 4, 2e-3), record(d1, 6, 1e-3),
+                            record(d1, 6, 0.1e-3, round_=1),       # not round 0
+                            record(d1, 8, 0.0, status="fail"),      # failed
+                            record(d2, 4, 1e-3)])                   # one candidate only
+    (only,) = found
+    assert str(only.problem) == d1
+    assert {dict(c.params)["MR"]: s for c, s in only.slowdown.items()} == {4: 2.0, 6: 1.0}
+
+
+@pytest.mark.parametrize("n", [20, 46, 64, 88, 90, 300])
+def test_the_field_keeps_the_whole_halving_within_a_fifth(n):
+    m = prior.field_size(n)
+    assert schedule.measurements_for(m) * prior.FRACTION <= n
+    assert schedule.measurements_for(m + 1) * prior.FRACTION > n   # and takes all it may
+    assert prior.field_size(4) == prior.MIN_FIELD and prior.field_size(2) == 2
+
+
+@pytest.fixture(scope="module")
+def earlier(tmp_path_factory) -> Path:
+    """A halving tune of tests/data/tune_suite.yaml's 1x1 layer: six candidates."""
+    path = tmp_path_factory.mktemp("prior") / "earlier.jsonl"
+    tune_suite(DATA / "tune_suite.yaml", COLD, path, quiet=True)
+    return path
+
+
+def test_a_prior_from_another_layer_measures_only_its_best_ranked(earlier, tmp_path):
+    """Another 1x1 layer tuned with --prior: round 0 measures the three candidates the
+    prior ranks first (field_size(6)), the final round the best of them."""
+    suite = tmp_path / "other.yaml"
+    suite.write_text((DATA / "tune_suite.yaml").read_text().replace(
+        "mb1ic16ih8oc8oh8kh1", "mb1ic16ih8oc16oh8kh1").replace("name: tune", "name: other"))
+    path = tmp_path / "transfer.jsonl"
+    outcome = tune_suite(suite, COLD, path, quiet=True, prior_paths=[earlier])
+    (group,) = outcome.groups
+    assert (group.candidates, group.field, group.measured) == (6, 3, 4)
+    assert "the prior's best 3 measured" in group.line()
+    found = records.read(path)
+    first = [r for r in found if r["round"] == 0]
+    # the prior's top three, ranked from the earlier layer's records alone
+    known = prior.evidence(records.read(earlier))
+    configs = [prior.Config.of(r["algorithm"], r["layout"], r["params"])
+               for r in records.read(earlier) if r["round"] == 0]
+    top = {configs[i] for i in prior.rank(parse_descriptor(found[0]["descriptor"]), configs,
+                                          known)[:3]}
+    assert {prior.Config.of(r["algorithm"], r["layout"], r["params"]) for r in first} == top
+    assert [r["final"] for r in found] == [False] * 3 + [True]
+
+
+def test_the_layers_own_records_are_no_prior(earlier, tmp_path):
+    """--prior with the same layer's records: they are the answer, not evidence; the
+    layer gets the full halving."""
+    path = tmp_path / "again.jsonl"
+    outcome = tune_suite(DATA / "tune_suite.yaml", COLD, path, quiet=True,
+                         prior_paths=[earlier])
+    (group,) = outcome.groups
+    assert (group.field, group.measured) == (None, 8)
+
+
+def test_transfer_is_refused_with_exhaustive(cli, earlier):
+    code, _out, err = cli("tune", DATA / "tune_suite.yaml", "--exhaustive", "--prior", earlier)
+    assert code == 2 and "not with --transfer" in err
