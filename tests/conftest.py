@@ -56,3 +56,20 @@ def smoke_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     done = convbench_process("run", "smoke", "-q", "-o", out)
     assert done.returncode == 0, done.stdout + done.stderr
     return done, out
+
+
+@pytest.fixture(scope="session")
+def tuned(tmp_path_factory) -> Path:
+    """One real ``convbench tune`` of tests/data/tune_suite.yaml (one layer, six
+    candidates, cold-weights) shared by the session: its records file (read it, never
+    append to it).  tests/test_tune.py and tests/test_tune_prior.py each needed one."""
+    from convbench.harness.options import RunOptions
+    from convbench.tune.session import tune_suite
+
+    path = tmp_path_factory.mktemp("tune") / "records.jsonl"
+    outcome = tune_suite(DATA / "tune_suite.yaml", RunOptions(cache=("cold-weights",)), path,
+                         quiet=True)
+    assert not outcome.budget_spent and not outcome.interrupted
+    (group,) = outcome.groups
+    assert (group.candidates, group.measured, group.rounds) == (6, 8, 2)
+    return path

@@ -208,16 +208,6 @@ def test_a_round_split_over_workers_ranks_by_median_not_reference_ratio():
 
 # --- a real tuning -----------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def tuned(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("tune") / "records.jsonl"
-    outcome = tune_suite(SUITE, COLD, path, quiet=True)
-    assert not outcome.budget_spent and not outcome.interrupted
-    (group,) = outcome.groups
-    assert (group.candidates, group.measured, group.rounds) == (6, 8, 2)
-    return path
-
-
 def test_tune_writes_a_record_per_candidate_and_round(tuned):
     found = records.read(tuned)
     assert [r["round"] for r in found] == [0] * 6 + [1] * 2

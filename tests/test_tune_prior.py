@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
@@ -88,47 +87,39 @@ def test_the_field_keeps_the_whole_halving_within_a_fifth(n):
     assert prior.field_size(4) == prior.MIN_FIELD and prior.field_size(2) == 2
 
 
-@pytest.fixture(scope="module")
-def earlier(tmp_path_factory) -> Path:
-    """A halving tune of tests/data/tune_suite.yaml's 1x1 layer: six candidates."""
-    path = tmp_path_factory.mktemp("prior") / "earlier.jsonl"
-    tune_suite(DATA / "tune_suite.yaml", COLD, path, quiet=True)
-    return path
-
-
-def test_a_prior_from_another_layer_measures_only_its_best_ranked(earlier, tmp_path):
+def test_a_prior_from_another_layer_measures_only_its_best_ranked(tuned, tmp_path):
     """Another 1x1 layer tuned with --prior: round 0 measures the three candidates the
     prior ranks first (field_size(6)), the final round the best of them."""
     suite = tmp_path / "other.yaml"
     suite.write_text((DATA / "tune_suite.yaml").read_text().replace(
         "mb1ic16ih8oc8oh8kh1", "mb1ic16ih8oc16oh8kh1").replace("name: tune", "name: other"))
     path = tmp_path / "transfer.jsonl"
-    outcome = tune_suite(suite, COLD, path, quiet=True, prior_paths=[earlier])
+    outcome = tune_suite(suite, COLD, path, quiet=True, prior_paths=[tuned])
     (group,) = outcome.groups
     assert (group.candidates, group.field, group.measured) == (6, 3, 4)
     assert "the prior's best 3 measured" in group.line()
     found = records.read(path)
     first = [r for r in found if r["round"] == 0]
-    # the prior's top three, ranked from the earlier layer's records alone
-    known = prior.evidence(records.read(earlier))
+    # the prior's top three, ranked from the tuned layer's records alone
+    known = prior.evidence(records.read(tuned))
     configs = [prior.Config.of(r["algorithm"], r["layout"], r["params"])
-               for r in records.read(earlier) if r["round"] == 0]
+               for r in records.read(tuned) if r["round"] == 0]
     top = {configs[i] for i in prior.rank(parse_descriptor(found[0]["descriptor"]), configs,
                                           known)[:3]}
     assert {prior.Config.of(r["algorithm"], r["layout"], r["params"]) for r in first} == top
     assert [r["final"] for r in found] == [False] * 3 + [True]
 
 
-def test_the_layers_own_records_are_no_prior(earlier, tmp_path):
+def test_the_layers_own_records_are_no_prior(tuned, tmp_path):
     """--prior with the same layer's records: they are the answer, not evidence; the
     layer gets the full halving."""
     path = tmp_path / "again.jsonl"
     outcome = tune_suite(DATA / "tune_suite.yaml", COLD, path, quiet=True,
-                         prior_paths=[earlier])
+                         prior_paths=[tuned])
     (group,) = outcome.groups
     assert (group.field, group.measured) == (None, 8)
 
 
-def test_transfer_is_refused_with_exhaustive(cli, earlier):
-    code, _out, err = cli("tune", DATA / "tune_suite.yaml", "--exhaustive", "--prior", earlier)
+def test_transfer_is_refused_with_exhaustive(cli, tuned):
+    code, _out, err = cli("tune", DATA / "tune_suite.yaml", "--exhaustive", "--prior", tuned)
     assert code == 2 and "not with --transfer" in err

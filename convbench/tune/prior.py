@@ -36,6 +36,7 @@ from convbench.tune import schedule
 
 FRACTION = 5    # a transfer-guided group takes at most 1/FRACTION of its candidate count
 MIN_FIELD = 3   # ... but round 0 never measures fewer than this many (fewer if fewer exist)
+STRIDE_WEIGHT = 0.25   # a group of another stride counts this much (Winograd needs stride 1)
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,6 @@ class Config:
     @property
     def family(self) -> tuple[str, str]:
         return self.algorithm, self.layout
-
-
-STRIDE_WEIGHT = 0.25   # a group of another stride counts this much (Winograd needs stride 1)
 
 
 def conv_class(p: ConvProblem) -> tuple[int, int, bool]:

@@ -225,11 +225,12 @@ class Session:
         earlier = records.of_group(self.known, key) if self.resume else []
         alive = list(found.cases)
         if self.transfer:
+            timing = self.plan.timing
             alive = self.transfer_field(first, alive, key)
             if len(alive) < len(found.cases):
                 result.field = len(alive)
-                bar.total -= (schedule.measurements_for(len(found.cases))
-                              - schedule.measurements_for(len(alive)))
+                bar.total -= (schedule.measurements(self.schedule(len(found.cases), timing))
+                              - schedule.measurements(self.schedule(len(alive), timing)))
                 bar.refresh()
         index = 0
         while alive:
@@ -266,7 +267,7 @@ class Session:
         def comparable(r: Mapping[str, Any]) -> bool:
             return ((r["threads"], r["vector_width"], r["cache"])
                     == (key.threads, key.vector_width, key.cache)
-                    and records.GroupKey.of(r) != key)
+                    and GroupKey.of(r) != key)
 
         known = prior.evidence(r for r in [*self.prior_records, *self.known] if comparable(r))
         configs = [prior.Config.of(c.variant.algorithm, c.variant.layout,
