@@ -402,6 +402,21 @@ def test_the_costs_reference_is_the_final_rounds():
     assert math.isnan(costs.cost_table([measured("v", math.nan, True)]).reference_s)
 
 
+def test_each_thread_count_plans_in_its_own_cache_mode():
+    """`tune --cache auto` may tune 1 thread warm and 2 threads cold-weights into one file:
+    --threads alone picks the mode; a mode the count lacks is named."""
+    from convbench.plan import costs
+
+    def measured(threads: int, cache: str) -> costs.Measured:
+        return costs.Measured("A", "v", "direct", "nchw", {}, threads, "auto", cache, 1e-3)
+
+    rows = [measured(1, "warm"), measured(2, "cold-weights")]
+    assert costs.cost_table(rows, threads=1).cache == "warm"
+    assert costs.cost_table(rows, threads=2).cache == "cold-weights"
+    with pytest.raises(costs.PlanError, match="have warm"):
+        costs.cost_table(rows, threads=1, cache="cold-weights")
+
+
 def test_a_missing_transform_or_glue_timing_says_how_to_measure_it():
     import pandas as pd
 

@@ -19,10 +19,12 @@ from convbench.commands.run import _thread_list, _word_list
 @click.option("--resume", is_flag=True,
               help="Continue the records file: layers whose final round is recorded are "
                    "skipped, a layer tuned part way goes on from its recorded rounds.")
-@click.option("--cache", "cache_modes", metavar="MODE[,MODE...]", default="cold-weights",
+@click.option("--cache", "cache_modes", metavar="MODE[,MODE...]", default="auto",
               show_default=True,
-              help="Cache modes to tune in (warm, cold-weights, cold): a tuned variant "
-                   "applies to runs in the same mode.")
+              help="Cache modes to tune in (auto, warm, cold-weights, cold): a tuned variant "
+                   "applies to runs in the same mode.  auto: warm where the network's conv "
+                   "weights fit in what the caches serve (the measured bandwidth curve), "
+                   "cold-weights where they do not or the suite is no network.")
 @click.option("--threads", "threads", metavar="N[,N...]",
               help="Override sweep.threads, e.g. --threads 1,2.")
 @click.option("--vector-widths", "vector_widths", metavar="W[,W...]",
@@ -62,18 +64,23 @@ def command(suite: str, budget_s: float | None, records_path: Path | None, resum
     from convbench.errors import ConvbenchError
     from convbench.harness import options as run_options
     from convbench.spec.suite import CACHE_MODES, VECTOR_WIDTHS
+    from convbench.tune.cache_choice import AUTO
     from convbench.tune.session import tune_suite
 
+    modes = _word_list(cache_modes, "--cache", (AUTO, *CACHE_MODES))
+    if AUTO in modes and len(modes) > 1:
+        raise ConvbenchError(f"--cache: auto chooses one mode per thread count; not beside "
+                             f"{', '.join(m for m in modes if m != AUTO)}")
     options = run_options.RunOptions(
         only=only, exclude=exclude, seed=seed, threads=_thread_list(threads),
         vector_widths=_word_list(vector_widths, "--vector-widths", VECTOR_WIDTHS),
-        cache=_word_list(cache_modes, "--cache", CACHE_MODES))
+        cache=() if modes == (AUTO,) else modes)
     if exhaustive and (transfer or prior_paths):
         raise ConvbenchError("--exhaustive measures every candidate: not with --transfer "
                              "or --prior")
     outcome = tune_suite(suite, options, records_path, resume=resume, budget_s=budget_s,
                          quiet=quiet, exhaustive=exhaustive, transfer=transfer,
-                         prior_paths=prior_paths)
+                         prior_paths=prior_paths, cache_auto=modes == (AUTO,))
     click.echo(f"records: {outcome.path}")
     if outcome.budget_spent or outcome.interrupted:
         why = "budget spent" if outcome.budget_spent else "interrupted"

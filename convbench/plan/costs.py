@@ -140,7 +140,9 @@ def cost_table(measured: Iterable[Measured], threads: int | None = None,
     if not rows:
         raise PlanError("no successful measurements to plan from")
     threads = _one({m.threads for m in rows}, threads, "thread count", "--threads")
-    cache = _one({m.cache for m in rows}, cache, "cache mode", "--cache")
+    # `tune --cache auto` may tune each thread count in its own mode
+    cache = _one({m.cache for m in rows if m.threads == threads}, cache, "cache mode",
+                 "--cache")
     rows = [m for m in rows if m.threads == threads and m.cache == cache
             and vector_width in (None, m.vector_width)]
     widths = {m.vector_width for m in rows}

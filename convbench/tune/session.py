@@ -39,6 +39,9 @@ with no evidence of its kernel size runs the full halving and becomes evidence.
 ``--exhaustive`` measures every candidate once at the suite's timing (one final round,
 :func:`.schedule.grid`): the full grid's best, which the halving is meant to find with a
 fraction of the measuring, so that claim can be checked (``tools/tune_vs_grid.py``).
+
+``--cache auto`` (the default) tunes each thread count in the cache state a pass of the
+suite's network gives its layers (:mod:`.cache_choice`).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ from convbench.harness.options import RunOptions
 from convbench.harness.plan import Case, Plan
 from convbench.harness.runner import Runner
 from convbench.results.store import now_utc
-from convbench.tune import prior, records, schedule, space
+from convbench.tune import cache_choice, prior, records, schedule, space
 from convbench.tune.records import GroupKey
 from convbench.tune.space import group_label
 
@@ -302,13 +305,15 @@ def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path |
                resume: bool = False, budget_s: float | None = None, quiet: bool = False,
                measure_machine: bool | None = None, chunk: int = CHUNK,
                exhaustive: bool = False, transfer: bool = False,
-               prior_paths: Sequence[Path] = ()) -> TuneOutcome:
+               prior_paths: Sequence[Path] = (), cache_auto: bool = False) -> TuneOutcome:
     """Tune a suite's plan (``options``: its overrides and filters) into a records file.
 
     Without ``resume`` the file must not hold records yet: appending a second tuning to
     the first would mix their rounds (``records.best`` takes each variant's last one).
     ``transfer``: round 0 measures only what :mod:`.prior` ranks best from other groups'
-    records (this session's and those of ``prior_paths``, which imply it)."""
+    records (this session's and those of ``prior_paths``, which imply it).
+    ``cache_auto``: each thread count in the mode :mod:`.cache_choice` chooses (said on
+    stderr), in place of ``options.cache``."""
     from convbench.harness import affinity
     from convbench.harness.options import make_plan
     from convbench.machine.first_use import limits_for_run
@@ -316,16 +321,28 @@ def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path |
     from convbench.tune.apply import this_host
 
     suite = load_suite(suite_path)
+    tell = (lambda line: None) if quiet else (lambda line: print(line, file=sys.stderr))
+    # the limits give `auto` widths the same compile width a run uses (runner.compile_width)
+    # and `--cache auto` its bandwidth curve
+    thread_counts = set(options.threads or suite.sweep.threads)
+    limits = limits_for_run(thread_counts, measure_machine, tell)
+    modes: dict[int, str] = {}
+    if cache_auto:
+        for threads in sorted(thread_counts):
+            choice = cache_choice.choose(suite, threads, limits)
+            modes[threads] = choice.mode
+            tell(f"cache mode at {threads} thread(s): {choice.mode} ({choice.reason})")
+        options = dataclasses.replace(options, cache=tuple(sorted(set(modes.values()))))
     plan = make_plan(suite, options)
+    if modes:
+        plan = dataclasses.replace(plan, cases=tuple(
+            c for c in plan.cases if c.cache == modes[c.threads]))
     options = dataclasses.replace(options, cpus=affinity.resolve_pool(options.cpus))
     host = this_host()
     path = Path(records_path) if records_path else records.default_path(suite.name, host)
     if not resume and path.exists() and path.stat().st_size > 0:
         raise ConvbenchError(f"{path}: holds tuning records already; --resume continues "
                              f"them (or give another --records)")
-    # the limits give `auto` widths the same compile width a run uses (runner.compile_width)
-    limits = limits_for_run({c.threads for c in plan.cases}, measure_machine,
-                            lambda line: None if quiet else print(line, file=sys.stderr))
     prior_records = [r for p in prior_paths for r in records.read(p)]
     session = Session(plan, options, path, host, {"machine": limits}, resume=resume,
                       budget_s=budget_s, quiet=quiet, chunk=chunk, exhaustive=exhaustive,
