@@ -89,25 +89,45 @@ def test_the_field_keeps_the_whole_halving_within_a_fifth(n):
 
 def test_a_prior_from_another_layer_measures_only_its_best_ranked(tuned, tmp_path):
     """Another 1x1 layer tuned with --prior: round 0 measures the three candidates the
-    prior ranks first (field_size(6)), the final round the best of them."""
+    prior ranks first (field_size(6)) and, where those lack NCHW or NHWC, the best-ranked
+    of that layout; the final round the best of them."""
+    from convbench.kernels import registry
+
     suite = tmp_path / "other.yaml"
     suite.write_text((DATA / "tune_suite.yaml").read_text().replace(
         "mb1ic16ih8oc8oh8kh1", "mb1ic16ih8oc16oh8kh1").replace("name: tune", "name: other"))
     path = tmp_path / "transfer.jsonl"
     outcome = tune_suite(suite, COLD, path, quiet=True, prior_paths=[tuned])
     (group,) = outcome.groups
-    assert (group.candidates, group.field, group.measured) == (6, 3, 4)
-    assert "the prior's best 3 measured" in group.line()
     found = records.read(path)
     first = [r for r in found if r["round"] == 0]
-    # the prior's top three, ranked from the tuned layer's records alone
+    # the prior's top three and the cover, ranked from the tuned layer's records alone
     known = prior.evidence(records.read(tuned))
-    configs = [prior.Config.of(r["algorithm"], r["layout"], r["params"])
-               for r in records.read(tuned) if r["round"] == 0]
-    top = {configs[i] for i in prior.rank(parse_descriptor(found[0]["descriptor"]), configs,
-                                          known)[:3]}
-    assert {prior.Config.of(r["algorithm"], r["layout"], r["params"]) for r in first} == top
-    assert [r["final"] for r in found] == [False] * 3 + [True]
+    tuned_first = [r for r in records.read(tuned) if r["round"] == 0]
+    configs = [prior.Config.of(r["algorithm"], r["layout"], r["params"]) for r in tuned_first]
+    layouts = [registry.get(r["algorithm"]).activation_layouts(r["layout"], r["params"])
+               for r in tuned_first]
+    order = prior.rank(parse_descriptor(found[0]["descriptor"]), configs, known)
+    field = prior.layout_cover(order, layouts, 3)
+    assert {prior.Config.of(r["algorithm"], r["layout"], r["params"]) for r in first} == \
+        {configs[i] for i in field}
+    assert {layouts[i] for i in field} >= {("nchw", "nchw"), ("nhwc", "nhwc")}
+    assert (group.candidates, group.field) == (6, len(field))
+    assert f"the prior's best {len(field)} measured" in group.line()
+    assert group.measured == len(field) + 1
+    assert [r["final"] for r in found] == [False] * len(field) + [True]
+
+
+def test_the_cover_adds_the_best_ranked_of_each_missing_layout():
+    blocked, other_block = ("nchw8c", "nchw8c"), ("nchw16c", "nchw16c")
+    layouts = [("nchw8c", "nchw16c"), blocked, ("nhwc", "nhwc"), other_block,
+               ("nchw", "nchw"), ("nhwc", "nhwc")]
+    # ranked 0, 1 first: one blocked already in; NHWC's best is 2, NCHW's 4; 3 and 5 not
+    assert prior.layout_cover([0, 1, 3, 2, 5, 4], layouts, 2) == [0, 1, 2, 4]
+    # a top that covers every kind is the whole field
+    assert prior.layout_cover([1, 2, 4, 0, 3, 5], layouts, 3) == [1, 2, 4]
+    # a mixed in/out layout covers nothing: its own kind's best still comes in
+    assert prior.layout_cover([0, 5, 4, 3], layouts, 1) == [0, 5, 4, 3]
 
 
 def test_the_layers_own_records_are_no_prior(tuned, tmp_path):

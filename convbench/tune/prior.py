@@ -20,7 +20,10 @@ with no fitted parameters:
   size and the same depthwise-or-not count (what decides which algorithms apply) -- with
   none such the layer gets no prior and a full halving, and becomes evidence for the next;
 - a family with no evidence in the class is explored, not guessed: its first candidate
-  (the space's default comes first) is ranked as if it tied the best.
+  (the space's default comes first) is ranked as if it tied the best;
+- round 0 also measures the best-ranked candidate of each layout the global plan needs
+  (NCHW, NHWC and one blocked layout, each read and written) where the top lacks one
+  (:func:`layout_cover`): up to three more short measurements per group.
 """
 
 from __future__ import annotations
@@ -148,6 +151,33 @@ def rank(problem: ConvProblem, candidates: Sequence[Config],
         else:
             scores.append(math.inf)
     return sorted(range(len(candidates)), key=lambda i: scores[i])
+
+
+def layout_cover(order: Sequence[int], layouts: Sequence[tuple[str, str]],
+                 size: int) -> list[int]:
+    """Round 0's field: the ``size`` best-ranked of ``order`` (indices into ``layouts``, each
+    candidate's (read, written) activation layouts), plus the best-ranked candidate of each
+    *cover kind* the top lacks: reading and writing NCHW, NHWC, and one blocked NCHW[x]c
+    layout.  The global layout plan trades a layer's time against its neighbours'
+    transforms, so it needs each layer measured in layouts its neighbours can pass on
+    without one, and the all-NCHW and all-NHWC plans it is compared with need a candidate of
+    every layer in those layouts.  Tuning MobileNet V1 at 2 threads with the top only,
+    conv_pw_2 and conv_pw_3 kept nchwc candidates reading nchw32c alone: the plan paid
+    0.52 ms of transforms around them and neither single-layout plan existed."""
+    def kind(pair: tuple[str, str]) -> str | None:
+        src, dst = pair
+        if src != dst:
+            return None
+        return src if src in ("nchw", "nhwc") else "blocked"
+
+    field = list(order[:size])
+    have = {kind(layouts[i]) for i in field}
+    for i in order[size:]:
+        k = kind(layouts[i])
+        if k is not None and k not in have:
+            have.add(k)
+            field.append(i)
+    return field
 
 
 def field_size(n: int) -> int:

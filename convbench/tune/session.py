@@ -33,7 +33,8 @@ threads (max 16.7%).  The ratio is still recorded.
 
 ``--transfer`` / ``--prior FILE`` cut round 0 to the candidates :mod:`.prior` ranks best
 from other layer groups' round 0s (this session's earlier groups and the prior files),
-so that the group's whole halving takes at most a fifth of its candidate count; a group
+so that the group's whole halving takes at most a fifth of its candidate count (plus the
+best-ranked NCHW, NHWC and blocked candidates the top lacks, for the global plan); a group
 with no evidence of its kernel size runs the full halving and becomes evidence.
 
 ``--exhaustive`` measures every candidate once at the suite's timing (one final round,
@@ -59,6 +60,7 @@ from convbench.errors import ConvbenchError
 from convbench.harness.options import RunOptions
 from convbench.harness.plan import Case, Plan
 from convbench.harness.runner import Runner
+from convbench.kernels import registry
 from convbench.results.store import now_utc
 from convbench.tune import cache_choice, prior, records, schedule, space
 from convbench.tune.records import GroupKey
@@ -278,7 +280,11 @@ class Session:
         order = prior.rank(first.problem, configs, known)
         if order is None:
             return alive
-        keep = set(order[:prior.field_size(len(alive))])
+        algorithms = registry.algorithms()
+        layouts = [algorithms[c.variant.algorithm].activation_layouts(c.variant.layout,
+                                                                      c.variant.param_dict)
+                   for c in alive]
+        keep = set(prior.layout_cover(order, layouts, prior.field_size(len(alive))))
         return [c for i, c in enumerate(alive) if i in keep]
 
 
