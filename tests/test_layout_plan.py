@@ -417,6 +417,25 @@ def test_each_thread_count_plans_in_its_own_cache_mode():
         costs.cost_table(rows, threads=1, cache="cold-weights")
 
 
+def test_glue_costs_come_from_the_cache_mode_of_the_conv_costs():
+    """glue.parquet holds each glue op warm and cold-weights: a warm plan adds the warm
+    timing, a cold-weights or cold one the cold-weights timing; a file from before the
+    column has cold-weights timings only and serves every mode."""
+    import pandas as pd
+
+    from convbench.plan import costs
+
+    row = {"kind": "relu", "mb": 1, "c": 16, "h": 4, "w": 4, "inputs": 1, "k": 0, "s": 1,
+           "p": 0, "in_place": True, "layout": "nchw", "threads": 1, "status": "ok"}
+    both = pd.DataFrame([{**row, "cache": "cold-weights", "median_s": 3e-3},
+                         {**row, "cache": "warm", "median_s": 1e-3}])
+    r1 = _residual().ops[1]
+    for mode, seconds in (("warm", 1e-3), ("cold-weights", 3e-3), ("cold", 3e-3)):
+        assert costs.GlueTable.from_frame(both, _residual(), 1, mode)(r1, "nchw") == seconds
+    old = pd.DataFrame([{**row, "median_s": 3e-3}])
+    assert costs.GlueTable.from_frame(old, _residual(), 1, "warm")(r1, "nchw") == 3e-3
+
+
 def test_a_missing_transform_or_glue_timing_says_how_to_measure_it():
     import pandas as pd
 

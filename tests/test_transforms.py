@@ -122,14 +122,19 @@ def test_the_glue_ops_of_the_network_are_timed_in_each_layout(tmp_path, cli):
                          tmp_path / "out")
     assert code == 0, err
     assert "5/5" in err   # 2 tensor shapes and 3 glue ops
-    assert "6 glue ops timed (3 distinct ops of the network x 2 layouts; 0 not timed)" in out
+    assert ("12 glue ops timed (3 distinct ops of the network x 2 layouts x 2 cache modes; "
+            "0 not timed)") in out
     glue = pd.read_parquet(tmp_path / "out" / "glue.parquet")
     assert sorted(zip(glue.kind, glue.c, glue.h, glue.k, glue.s, glue.p, glue.layout,
-                      strict=True)) == [
-        ("add", 17, 6, 0, 1, 0, "nchw"), ("add", 17, 6, 0, 1, 0, "nchw16c"),
-        ("maxpool", 17, 6, 3, 2, 1, "nchw"), ("maxpool", 17, 6, 3, 2, 1, "nchw16c"),
-        ("relu", 17, 6, 0, 1, 0, "nchw"), ("relu", 17, 6, 0, 1, 0, "nchw16c")]
+                      glue.cache, strict=True)) == [
+        (kind, 17, 6, k, s, p, layout, cache)
+        for kind, k, s, p in (("add", 0, 1, 0), ("maxpool", 3, 2, 1), ("relu", 0, 1, 0))
+        for layout in ("nchw", "nchw16c") for cache in ("cold-weights", "warm")]
     assert (glue.status == "ok").all() and (glue.n_values == 3).all()
+    # cold-weights: single calls after an eviction; warm: a calibrated loop (a few-KiB op
+    # lasts far less than min_time)
+    assert (glue[glue.cache == "cold-weights"].loops == 1).all()
+    assert (glue[glue.cache == "warm"].loops > 1).all()
     assert np.isfinite(glue.median_s).all() and (glue.median_s > 0).all()
     # the add runs over the relu's output, as the network pass runs it (checked in each
     # layout on its own copy of the inputs); the relu's input c1 is read by the add too,

@@ -61,7 +61,7 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
                    "for (convbench transforms --layouts, or a larger --within)")
     glue_frame = transform_run.load_glue(transforms_dir)
     glue = (None if glue_frame is None
-            else costs.GlueTable.from_frame(glue_frame, graph, table.threads))
+            else costs.GlueTable.from_frame(glue_frame, graph, table.threads, table.cache))
     best = layouts.optimal(graph, table.costs, transform_seconds, glue)
     alternatives: dict[str, layouts.Plan | str] = {"optimal": best}
     for layout in ("nchw", "nhwc"):

@@ -76,7 +76,8 @@ def command(suite: str, output: Path | None, threads: str | None, layouts: str |
     if len(glue):
         keys = len(glue_ok[list(transform_run.GLUE_KEY_COLUMNS)].drop_duplicates())
         click.echo(f"{len(glue_ok)} glue ops timed ({keys} distinct ops of the network x "
-                   f"{glue.layout.nunique()} layouts; {len(glue) - len(glue_ok)} not timed)")
+                   f"{glue.layout.nunique()} layouts x {glue.cache.nunique()} cache modes; "
+                   f"{len(glue) - len(glue_ok)} not timed)")
     else:
         click.echo("no glue ops timed: the suite has no network graph")
     click.echo(f"transforms: {directory / transform_run.TRANSFORMS_FILE}")

@@ -11,8 +11,9 @@ sweep gets ``timing.processes`` worker processes (:mod:`convbench.harness.transf
 their values pooled as the runner pools a case's, and summarised by :mod:`convbench.stats`.
 
 Glue ops: every distinct :class:`~convbench.network.glue.GlueKey` of the suite's network
-graph (none without one), in each of the same layouts: the plan runs a relu, pool or add
-in whatever layout its input arrives in.
+graph (none without one), in each of the same layouts (the plan runs a relu, pool or add
+in whatever layout its input arrives in), each timed warm and cold-weights (the plan takes
+the mode its conv costs were measured in).
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ TIMING_COLUMNS = ("threads", "median_s", "ci_low_s", "ci_high_s", "n_values", "r
                   "loops", "status", "reason", "host")
 COLUMNS = (*SHAPE_COLUMNS, "from_layout", "to_layout", *TIMING_COLUMNS)
 GLUE_KEY_COLUMNS = ("kind", *SHAPE_COLUMNS, "inputs", "k", "s", "p", "in_place")
-GLUE_COLUMNS = (*GLUE_KEY_COLUMNS, "layout", *TIMING_COLUMNS)
+# cache: each glue op is timed warm and cold-weights (transform_worker._glue); the plan
+# takes its own mode's
+GLUE_COLUMNS = (*GLUE_KEY_COLUMNS, "layout", "cache", *TIMING_COLUMNS)
 Shape = tuple[int, int, int, int]
 
 
@@ -146,7 +149,7 @@ def _glue_summary(answers: Sequence[dict[str, Any]]) -> dict[str, Any]:
     row: dict[str, Any] = {"kind": first["kind"],
                            **dict(zip(SHAPE_COLUMNS, first["shape"], strict=True)),
                            **{k: first[k] for k in ("inputs", "k", "s", "p", "in_place",
-                                                    "layout", "status", "reason")}}
+                                                    "layout", "cache", "status", "reason")}}
     row.update(oneshot.pooled_timing(answers))
     return row
 

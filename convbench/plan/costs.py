@@ -234,10 +234,16 @@ class GlueTable:
     seconds_by_key: dict[tuple[Any, str], float]
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, graph: Any, threads: int) -> GlueTable:
+    def from_frame(cls, frame: pd.DataFrame, graph: Any, threads: int,
+                   cache: str = "cold-weights") -> GlueTable:
+        """The glue timings at ``threads`` in the cache mode of the conv costs (``warm``:
+        the warm ones; any cold mode: the cold-weights ones).  A glue.parquet from before
+        both were timed has only cold-weights timings, without the column."""
         from convbench.network.glue import GlueKey
 
         ok = frame[(frame.status == "ok") & (frame.threads == threads)]
+        if "cache" in ok.columns:
+            ok = ok[ok.cache == ("warm" if cache == "warm" else "cold-weights")]
         if ok.empty:
             raise PlanError(f"no glue op timings at {threads} thread(s) (have "
                             f"{', '.join(map(str, sorted(set(frame.threads))))})")
