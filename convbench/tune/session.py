@@ -337,7 +337,10 @@ def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path |
         for threads in sorted(thread_counts):
             choice = cache_choice.choose(suite, threads, limits)
             modes[threads] = choice.mode
-            tell(f"cache mode at {threads} thread(s): {choice.mode} ({choice.reason})")
+            # said even with --quiet (which only drops the bar): the records mean nothing
+            # without the cache state they were measured in
+            print(f"cache mode at {threads} thread(s): {choice.mode} ({choice.reason})",
+                  file=sys.stderr)
         options = dataclasses.replace(options, cache=tuple(sorted(set(modes.values()))))
     plan = make_plan(suite, options)
     if modes:
