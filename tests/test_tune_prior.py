@@ -42,6 +42,21 @@ def test_the_prior_ranks_by_other_layers_and_explores_an_unseen_family():
     assert prior.rank(ONE_BY_ONE, [A, B], three) is None
 
 
+def test_far_evidence_alone_is_no_prior_and_a_far_only_family_is_explored():
+    """VGG-16's conv1_2 (64 -> 64) ranked from conv1_1 (3 -> 64) alone never measured
+    Winograd: evidence more than 3 octaves away is no prior on its own."""
+    wino = prior.Config.of("winograd4x4", "nhwc", {"tile_block": 16})
+    conv1_1 = _evidence("mb1ic3ih224oc64oh224kh3ph1", {BLOCKED: 1.0, wino: 3.0})
+    conv1_2 = parse_descriptor("mb1ic64ih224oc64oh224kh3ph1")
+    assert prior.group_weight(conv1_2, conv1_1.problem) < prior.MIN_WEIGHT
+    assert prior.rank(conv1_2, [BLOCKED, wino], [conv1_1]) is None
+    # beside near evidence without Winograd, the far group's verdict on it does not count:
+    # Winograd is explored (ranked as if it tied the best: after BLOCKED, by candidate
+    # order), not ranked last
+    near = _evidence("mb1ic64ih112oc64oh112kh3ph1", {BLOCKED: 1.0, A: 2.0})
+    assert prior.rank(conv1_2, [A, BLOCKED, wino], [conv1_1, near]) == [1, 2, 0]
+
+
 def test_an_unmeasured_config_takes_its_nearest_neighbours_slowdown_plus_the_distance():
     near = prior.Config.of("nchwc", "nchwxc", {"ic_bn": 32, "oc_bn": 16, "reg_n": 8})
     far = prior.Config.of("nchwc", "nchwxc", {"ic_bn": 2, "oc_bn": 16, "reg_n": 8})

@@ -18,9 +18,11 @@ with no fitted parameters:
 - a group weighs ``2 ** -layer_distance`` (octaves between spatial size and channel
   counts), a quarter of that when its stride differs; only groups with the same kernel
   size and the same depthwise-or-not count (what decides which algorithms apply) -- with
-  none such the layer gets no prior and a full halving, and becomes evidence for the next;
-- a family with no evidence in the class is explored, not guessed: its first candidate
-  (the space's default comes first) is ranked as if it tied the best;
+  none such, or none within 3 octaves (:data:`MIN_WEIGHT`), the layer gets no prior and a
+  full halving, and becomes evidence for the next;
+- a family with no evidence in the class, or only far evidence (weights summing below
+  :data:`MIN_WEIGHT`), is explored, not guessed: its first candidate (the space's default
+  comes first) is ranked as if it tied the best;
 - round 0 also measures the best-ranked candidate of each layout the global plan needs
   (NCHW, NHWC and one blocked layout, each read and written) where the top lacks one
   (:func:`layout_cover`): up to three more short measurements per group.
@@ -40,6 +42,12 @@ from convbench.tune import schedule
 FRACTION = 5    # a transfer-guided group takes at most 1/FRACTION of its candidate count
 MIN_FIELD = 3   # ... but round 0 never measures fewer than this many (fewer if fewer exist)
 STRIDE_WEIGHT = 0.25   # a group of another stride counts this much (Winograd needs stride 1)
+# Evidence weighing less than this (a group more than 3 octaves away) is no prior on its own:
+# tuning VGG-16 with --transfer, conv1_2 (64 -> 64 channels) was ranked from conv1_1 alone
+# (3 -> 64, 4.4 octaves), where Winograd loses; it never measured Winograd, nor did the
+# layers ranked from it after, and every 3x3 pick ran ~2x slower than the Winograd the
+# halving picks there.
+MIN_WEIGHT = 2.0 ** -3
 
 
 @dataclass(frozen=True)
@@ -129,7 +137,7 @@ def rank(problem: ConvProblem, candidates: Sequence[Config],
     no evidence group has its kernel and depthwise-ness (no prior: measure them all)."""
     weighted = [(e, group_weight(problem, e.problem)) for e in known]
     weighted = [(e, w) for e, w in weighted if w > 0]
-    if not weighted:
+    if not weighted or max(w for _, w in weighted) < MIN_WEIGHT:
         return None
     explored: set[tuple[str, str]] = set()
     scores = []
@@ -143,7 +151,7 @@ def rank(problem: ConvProblem, candidates: Sequence[Config],
             distance, slowdown = min(near)
             num += w * (math.log2(slowdown) + distance)
             den += w
-        if den:
+        if den >= MIN_WEIGHT:
             scores.append(num / den)
         elif config.family not in explored:      # an unseen family: try its first one
             explored.add(config.family)
