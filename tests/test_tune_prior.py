@@ -44,7 +44,7 @@ def test_the_prior_ranks_by_other_layers_and_explores_an_unseen_family():
 
 def test_far_evidence_alone_is_no_prior_and_a_far_only_family_is_explored():
     """VGG-16's conv1_2 (64 -> 64) ranked from conv1_1 (3 -> 64) alone never measured
-    Winograd: evidence more than 3 octaves away is no prior on its own."""
+    Winograd: evidence more than 4 octaves away is no prior on its own."""
     wino = prior.Config.of("winograd4x4", "nhwc", {"tile_block": 16})
     conv1_1 = _evidence("mb1ic3ih224oc64oh224kh3ph1", {BLOCKED: 1.0, wino: 3.0})
     conv1_2 = parse_descriptor("mb1ic64ih224oc64oh224kh3ph1")

@@ -18,7 +18,7 @@ with no fitted parameters:
 - a group weighs ``2 ** -layer_distance`` (octaves between spatial size and channel
   counts), a quarter of that when its stride differs; only groups with the same kernel
   size and the same depthwise-or-not count (what decides which algorithms apply) -- with
-  none such, or none within 3 octaves (:data:`MIN_WEIGHT`), the layer gets no prior and a
+  none such, or none within 4 octaves (:data:`MIN_WEIGHT`), the layer gets no prior and a
   full halving, and becomes evidence for the next;
 - a family with no evidence in the class, or only far evidence (weights summing below
   :data:`MIN_WEIGHT`), is explored, not guessed: its first candidate (the space's default
@@ -42,12 +42,13 @@ from convbench.tune import schedule
 FRACTION = 5    # a transfer-guided group takes at most 1/FRACTION of its candidate count
 MIN_FIELD = 3   # ... but round 0 never measures fewer than this many (fewer if fewer exist)
 STRIDE_WEIGHT = 0.25   # a group of another stride counts this much (Winograd needs stride 1)
-# Evidence weighing less than this (a group more than 3 octaves away) is no prior on its own:
-# tuning VGG-16 with --transfer, conv1_2 (64 -> 64 channels) was ranked from conv1_1 alone
-# (3 -> 64, 4.4 octaves), where Winograd loses; it never measured Winograd, nor did the
-# layers ranked from it after, and every 3x3 pick ran ~2x slower than the Winograd the
-# halving picks there.
-MIN_WEIGHT = 2.0 ** -3
+# Evidence weighing less than this (a group more than 4 octaves away, or 2 at another
+# stride) is no prior on its own: tuning VGG-16 with --transfer, conv1_2 (64 -> 64 channels)
+# was ranked from conv1_1 alone (3 -> 64, 4.4 octaves), where Winograd loses; it never
+# measured Winograd, nor did the layers ranked after it, and the 3x3 picks ran 1.4-3.6x
+# slower than the Winograd picks once conv1_2 had its full halving.  (2^-3 would also give
+# ResNet-50's six stride-2 layers full halvings: their nearest evidence weighs 2^-4.)
+MIN_WEIGHT = 2.0 ** -4
 
 
 @dataclass(frozen=True)
