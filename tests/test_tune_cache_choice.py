@@ -83,3 +83,15 @@ def test_a_real_auto_tune_of_a_small_network_is_warm(cli, tmp_path, monkeypatch)
     assert "cache mode at 1 thread(s): warm" in err and "fit in the 1.0 MiB" in err
     written = records.read(path)
     assert written and {r["cache"] for r in written} == {"warm"}
+
+
+def test_a_thread_count_past_the_cpus_is_refused_before_any_machine_measuring(cli, tmp_path,
+                                                                              monkeypatch):
+    """The limits (and `auto`'s curve) are measured for the plan's thread counts: a count
+    the plan refuses must never reach the machine measurement."""
+    monkeypatch.setenv("CONVBENCH_MEASURE_MACHINE", "1")
+    monkeypatch.setenv("CONVBENCH_MACHINE_DIR", str(tmp_path / "machine"))
+    code, _, err = cli("tune", DATA / "net_suite.yaml", "--threads", "99",
+                       "--records", tmp_path / "r.jsonl")
+    assert code == 2 and "exceed" in err, err
+    assert "measuring" not in err and not (tmp_path / "machine").exists()

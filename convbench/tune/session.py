@@ -328,9 +328,11 @@ def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path |
 
     suite = load_suite(suite_path)
     tell = (lambda line: None) if quiet else (lambda line: print(line, file=sys.stderr))
+    # the plan first: a bad filter or thread count is refused before any machine measuring
+    plan = make_plan(suite, options)
+    thread_counts = {c.threads for c in plan.cases}
     # the limits give `auto` widths the same compile width a run uses (runner.compile_width)
     # and `--cache auto` its bandwidth curve
-    thread_counts = set(options.threads or suite.sweep.threads)
     limits = limits_for_run(thread_counts, measure_machine, tell)
     modes: dict[int, str] = {}
     if cache_auto:
@@ -342,7 +344,7 @@ def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path |
             print(f"cache mode at {threads} thread(s): {choice.mode} ({choice.reason})",
                   file=sys.stderr)
         options = dataclasses.replace(options, cache=tuple(sorted(set(modes.values()))))
-    plan = make_plan(suite, options)
+        plan = make_plan(suite, options)
     if modes:
         plan = dataclasses.replace(plan, cases=tuple(
             c for c in plan.cases if c.cache == modes[c.threads]))
