@@ -78,7 +78,7 @@ def test_a_real_auto_tune_of_a_small_network_is_warm(cli, tmp_path, monkeypatch)
                                           [64 * MIB, 15.0]]}})
     path = tmp_path / "records.jsonl"
     code, _, err = cli("tune", DATA / "net_suite.yaml", "--records", path,
-                         "--only", "layer=c1x1,algorithm=direct")
+                       "--only", "layer=c1x1,algorithm=direct")
     assert code == 0, err
     assert "cache mode at 1 thread(s): warm" in err and "fit in the 1.0 MiB" in err
     written = records.read(path)

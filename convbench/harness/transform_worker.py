@@ -153,12 +153,14 @@ def _glue(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]
                 evictor.evict()
                 evictor.sink += float(np.add.reduce(first, axis=None))
 
-            cold, warm = ({**answer, "cache": mode} for mode in GLUE_CACHE_MODES)
-            entries.append(timer.Entry(f"{key.kind}@{layout}", run, 1, before=before))
-            entries.append(timer.Entry(f"{key.kind}@{layout}/warm", run,
-                                       timer.calibrate(run, job["timing"]["min_time"])))
-            timed.extend((cold, warm))
-            answers.extend((cold, warm))
+            by_mode = {
+                "cold-weights": timer.Entry(f"{key.kind}@{layout}", run, 1, before=before),
+                "warm": timer.Entry(f"{key.kind}@{layout}/warm", run,
+                                    timer.calibrate(run, job["timing"]["min_time"]))}
+            for mode in GLUE_CACHE_MODES:
+                entries.append(by_mode[mode])
+                timed.append({**answer, "cache": mode})
+                answers.append(timed[-1])
         _rounds(job, ref_entry, entries, timed)
         oneshot.tick(job)
     return answers

@@ -334,8 +334,8 @@ def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path |
     # the limits give `auto` widths the same compile width a run uses (runner.compile_width)
     # and `--cache auto` its bandwidth curve
     limits = limits_for_run(thread_counts, measure_machine, tell)
-    modes: dict[int, str] = {}
     if cache_auto:
+        modes: dict[int, str] = {}
         for threads in sorted(thread_counts):
             choice = cache_choice.choose(suite, threads, limits)
             modes[threads] = choice.mode
@@ -345,7 +345,6 @@ def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path |
                   file=sys.stderr)
         options = dataclasses.replace(options, cache=tuple(sorted(set(modes.values()))))
         plan = make_plan(suite, options)
-    if modes:
         plan = dataclasses.replace(plan, cases=tuple(
             c for c in plan.cases if c.cache == modes[c.threads]))
     options = dataclasses.replace(options, cpus=affinity.resolve_pool(options.cpus))
