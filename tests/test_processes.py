@@ -91,8 +91,14 @@ def test_a_per_process_bias_is_no_false_alarm(tmp_path: Path, gated_env, cli) ->
 
 
 CONTROLS = ("conv3x3|direct/nchw|t1|vauto", "conv3x3|im2col/nchw/gemm=blas|t1|vauto")
-PAIR_ATTEMPTS = 4
+PAIR_ATTEMPTS = 6
 AB_PROCESSES = 5
+# A pair is steady when both controls moved less than this (ref-normalised ratio): a CI
+# pair on the Zen 3 host whose controls both came out 4-4.5% faster in run b, each below
+# the 5% threshold and so "no change", showed t_gated at 1.068 (interval 0.993-1.144): the
+# ~10% effect less the host's drift.  On that host's noisy days the controls moved 0.71-1.32x
+# between back-to-back runs, and 2 to 3 of 4 pairs at most 4% (hence 6 attempts).
+STEADY = 0.04
 
 
 def test_a_ten_percent_slower_kernel_still_fails(tmp_path: Path, gated_env, cli) -> None:
@@ -102,7 +108,8 @@ def test_a_ten_percent_slower_kernel_still_fails(tmp_path: Path, gated_env, cli)
     host one CI pair had its first run in a slow stretch (direct 8.5 ms there, 4.7 ms in
     the second run; ref-normalised 0.72x), and a 10% effect cannot be resolved against a
     machine that moved 10-30% between the runs. Such a pair is measured again, at most
-    PAIR_ATTEMPTS times; the gate must flag t_gated, and only it, on a steady pair.
+    PAIR_ATTEMPTS times; the gate must flag t_gated, and only it, on a steady pair (both
+    controls within STEADY of 1, whatever their verdict).
 
     Each run has AB_PROCESSES worker processes, not the default 3: with the process as the
     unit, 3 of them resolve a 12-16% slowdown in only 86% of back-to-back pairs on the Zen 3
@@ -120,7 +127,8 @@ def test_a_ten_percent_slower_kernel_still_fails(tmp_path: Path, gated_env, cli)
         data = json.loads(out)
         by_case = {v["case_id"]: v for v in data["variants"]}
         moved = {c: by_case[c]["time"]["ratio"] for c in CONTROLS
-                 if by_case[c]["verdict"] != decision.NO_CHANGE}
+                 if by_case[c]["verdict"] != decision.NO_CHANGE
+                 or abs(by_case[c]["time"]["ratio"] - 1) > STEADY}
         if not moved:
             break
         drifted.append(moved)
