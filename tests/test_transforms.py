@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -219,3 +220,121 @@ def test_a_torn_last_line_is_skipped_by_every_reader_of_the_records(tmp_path):
     path.write_text(whole + whole[:40] + "\n" + whole)
     with pytest.raises(ConvbenchError, match=rf"{path}:2: not a tuning record"):
         costs.read_records(path)
+
+
+NET_SUITE = Path(__file__).parent / "data" / "net_suite.yaml"
+
+
+def _net_record(layer: str, seconds: float, params: dict | None = None,
+                layout: str = "nhwc") -> str:
+    """A record of net_suite's ``layer``: nchwc with ``params``, else direct in ``layout``."""
+    if params is None:
+        return _nchwc_record({}, algorithm="direct", layout=layout, layer=layer, threads=1,
+                             median_s=seconds)
+    return _nchwc_record({"reg_n": 4, "unroll_ker": False, **params}, layer=layer,
+                         threads=1, median_s=seconds)
+
+
+def test_each_shape_pairs_only_the_layouts_read_or_written_there(tmp_path):
+    """net_suite: c3x3 and c1x1 work on 16x8x8, the max pool carries that tensor's layout to
+    16x4x4, which c3x3s reads; c3x3s writes 20x4x4, pooled to 20x1x1.  Per shape: nchw,
+    nhwc, and the layouts of the variants within F of their layer's fastest."""
+    from convbench.harness import transform_run
+    from convbench.spec.suite import load_suite
+
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join([
+        _net_record("c3x3", 1.0e-3, {"ic_bn": 8, "oc_bn": 16}),
+        _net_record("c3x3", 1.05e-3),                                   # direct/nhwc
+        _net_record("c3x3", 3.0e-3, {"ic_bn": 4, "oc_bn": 4}),           # slow
+        _net_record("c1x1", 1.0e-3, {"ic_bn": 16, "oc_bn": 16}),
+        _net_record("c3x3s", 1.0e-3, {"ic_bn": 16, "oc_bn": 8})]))
+    suite = load_suite(str(NET_SUITE))
+    sixteen = ("nchw", "nhwc", "nchw8c", "nchw16c")
+    twenty = ("nchw", "nhwc", "nchw8c")
+    assert transform_run.shape_layouts(suite, path, within=1.1) == {
+        (1, 16, 4, 4): sixteen, (1, 16, 8, 8): sixteen,
+        (1, 20, 1, 1): twenty, (1, 20, 4, 4): twenty}
+    everything = transform_run.shape_layouts(suite, path)
+    assert "nchw4c" in everything[1, 16, 8, 8] and "nchw4c" in everything[1, 16, 4, 4]
+    assert "nchw4c" not in everything[1, 20, 4, 4]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_pairs_per_shape_answer_every_question_the_plan_asks(tmp_path, seed):
+    """Transform costs on every pair of every layout on every shape, and the same costs on
+    only the pairs shape_layouts names: the plan keeps every candidate, never estimates a
+    transform, and every plan it makes costs the same (random costs)."""
+    import dataclasses
+    import random
+
+    from convbench.harness import transform_run
+    from convbench.plan import costs
+    from convbench.plan import layouts as plan
+    from convbench.spec.suite import load_suite
+
+    rng = random.Random(seed)
+    lines = []
+    for layer in ("c3x3", "c1x1", "c3x3s"):
+        lines += [_net_record(layer, 1e-3, layout=layout) for layout in ("nchw", "nhwc")]
+        lines += [_net_record(layer, 1e-3, {"ic_bn": i, "oc_bn": o})
+                  for i in (8, 16) for o in (8, 16) if rng.random() < 0.6]
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(lines))
+    suite = load_suite(str(NET_SUITE))
+    graph = suite.graph
+    by_shape = transform_run.shape_layouts(suite, path)
+    every = transform_run.record_layouts(path)
+    full = {(s, a, b): rng.uniform(1e-5, 1e-3)
+            for s in by_shape for a in every for b in every if a != b}
+    named = {k: v for k, v in full.items() if {k[1], k[2]} <= set(by_shape[k[0]])}
+    table = costs.cost_table(costs.read_records(path))
+    candidates = {layer: [dataclasses.replace(c, seconds=rng.uniform(1e-4, 2e-3))
+                          for c in cands] for layer, cands in table.costs.items()}
+    shapes = {op.layer: (graph.shape(op.inputs[0]), graph.shape(op.name))
+              for op in graph.ops if op.kind == "conv"}
+    everywhere, only_named = costs.TransformTable(full), costs.TransformTable(named)
+    kept, left = costs.with_timed_layouts(candidates, only_named, shapes)
+    assert not left and kept == candidates
+    plans = [
+        lambda c, t: plan.optimal(graph, c, t),
+        lambda c, t: plan.one_layout(graph, c, t, "nhwc"),
+        lambda c, t: plan.local_best(graph, c, t),
+        lambda c, t: plan.local_best(graph, c, t, None, "nchw")]
+    for make in plans:
+        assert (make(kept, only_named).total_seconds
+                == pytest.approx(make(candidates, everywhere).total_seconds))
+    assert not everywhere.estimated and not only_named.estimated
+
+
+def test_transforms_from_records_time_each_shapes_pairs_and_the_plan_reads_them(tmp_path,
+                                                                                 cli):
+    """The command end to end on net_suite: transforms.parquet holds exactly each shape's
+    pairs, glue.parquet each glue op in its shape's layouts, and convbench plan plans from
+    them without leaving out a kept variant."""
+    import pandas as pd
+
+    from convbench.harness import transform_run
+    from convbench.spec.suite import load_suite
+
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join([
+        _net_record("c3x3", 1.0e-3, {"ic_bn": 8, "oc_bn": 16}),
+        _net_record("c3x3", 1.0e-3),
+        _net_record("c1x1", 1.0e-3, {"ic_bn": 16, "oc_bn": 16}),
+        _net_record("c3x3s", 1.0e-3, {"ic_bn": 16, "oc_bn": 8})]))
+    by_shape = transform_run.shape_layouts(load_suite(str(NET_SUITE)), path)
+    code, out, err = cli("transforms", NET_SUITE, "--records", path, "-o", tmp_path / "tr")
+    assert code == 0, err
+    assert "layouts: nchw, nhwc, nchw8c, nchw16c; 36 transforms on 4 tensor shapes" in out
+    frame = pd.read_parquet(tmp_path / "tr" / "transforms.parquet")
+    assert sorted(zip(frame.c, frame.h, frame.from_layout, frame.to_layout, strict=True)) == sorted(
+        (s[1], s[2], a, b) for s, here in by_shape.items() for a in here for b in here if a != b)
+    assert (frame.status == "ok").all()
+    glue = pd.read_parquet(tmp_path / "tr" / "glue.parquet")
+    for row in glue.itertuples():
+        assert row.layout in by_shape[1, row.c, row.h, row.w], row
+    assert set(glue.layout[glue.c == 20]) == {"nchw", "nhwc", "nchw8c"}   # the global pool
+    code, out, err = cli("plan", NET_SUITE, "--records", path, "--transforms", tmp_path / "tr")
+    assert code == 0, err
+    assert "left out" not in out and "scaled from the nearest" not in out

@@ -49,16 +49,18 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
     table = costs.cost_table(measured, threads, cache, vector_width)
     transform_seconds = costs.TransformTable.from_frame(transform_run.load(transforms_dir),
                                                         table.threads)
-    candidates, left_out = costs.with_timed_layouts(table.costs, transform_seconds.layouts)
+    shapes = {op.layer: (tuple(graph.shape(op.inputs[0])), tuple(graph.shape(op.name)))
+              for op in graph.ops if op.kind == "conv"}
+    candidates, left_out = costs.with_timed_layouts(table.costs, transform_seconds, shapes)
     table = dataclasses.replace(table, costs=candidates)
     # said before planning: a layer left with no candidate fails the plan, and this says why
     click.echo(f"{loaded.name}: plan at {table.threads} thread(s), cache {table.cache}")
-    untimed = sorted({layout for c in left_out for layout in (c.in_layout, c.out_layout)}
-                     - transform_seconds.layouts)
+    untimed = sorted({layout for _, missing in left_out for layout in missing})
     if left_out:
         click.echo(f"{len(left_out)} candidate(s) left out: they read or write "
-                   f"{', '.join(untimed)}, which {transforms_dir} has no transform timings "
-                   "for (convbench transforms --layouts, or a larger --within)")
+                   f"{', '.join(untimed)} on a tensor shape {transforms_dir} has no transform "
+                   "timings of that layout for (convbench transforms --layouts, or a larger "
+                   "--within)")
     glue_frame = transform_run.load_glue(transforms_dir)
     glue = (None if glue_frame is None
             else costs.GlueTable.from_frame(glue_frame, graph, table.threads, table.cache))

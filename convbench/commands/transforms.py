@@ -18,13 +18,14 @@ import click
               help="Layouts to convert between (default: nchw, nhwc and every layout a "
                    "variant of the suite's sweep reads or writes).")
 @click.option("--records", type=click.Path(path_type=Path),
-              help="Tuning records (convbench tune): use every layout their variants read or "
-                   "write, plus nchw and nhwc (the tuner explores more than the sweep's "
-                   "grid, and convbench plan needs each of its layouts' transforms).")
+              help="Tuning records (convbench tune): on each tensor shape, time the "
+                   "transforms between nchw, nhwc and the layouts their variants read or "
+                   "write there (joined over the shapes a pool links): what convbench plan "
+                   "can ask for.")
 @click.option("--within", type=click.FloatRange(min=1.0), metavar="F",
               help="With --records: only the layouts of variants whose median is within F x "
                    "of their layer's fastest (e.g. 1.1; the plan then leaves the others out, "
-                   "saying so). Every pair of layouts is timed on every tensor shape.")
+                   "saying so).")
 @click.option("--min-time", type=float, help="Override timing.min_time (s per value).")
 @click.option("--values", "n_values", type=click.IntRange(min=3),
               help="Override timing.values.")
@@ -50,10 +51,15 @@ def command(suite: str, output: Path | None, threads: str | None, layouts: str |
     if within is not None and not records:
         raise ConvbenchError("--within picks among tuning records: give --records FILE")
     chosen = tuple(w.strip() for w in layouts.split(",")) if layouts else ()
+    by_shape = None
     if records:
         chosen = transform_run.record_layouts(records, within)
-        click.echo(f"layouts: {', '.join(chosen)} ({len(chosen) * (len(chosen) - 1)} "
-                   "transforms per tensor shape)")
+        by_shape = transform_run.shape_layouts(loaded, records, within)
+        pairs = sum(len(here) * (len(here) - 1) for here in by_shape.values())
+        every = len(by_shape) * len(chosen) * (len(chosen) - 1)
+        click.echo(f"layouts: {', '.join(chosen)}; {pairs} transforms on {len(by_shape)} "
+                   f"tensor shapes, each shape's pairs among the layouts read or written "
+                   f"there (every pair on every shape: {every})")
     for layout in chosen:
         try:
             transforms.block_of(layout, 1)
@@ -62,7 +68,7 @@ def command(suite: str, output: Path | None, threads: str | None, layouts: str |
     timing = transform_run.with_timing(loaded.sweep.timing, {
         "min_time": min_time, "values": n_values, "processes": processes})
     measured = transform_run.measure(loaded, _thread_list(threads), chosen, timing,
-                                     cpus=_cpu_list(cpus))
+                                     cpus=_cpu_list(cpus), by_shape=by_shape)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     directory = output or Path("results") / f"{loaded.name}-transforms-{stamp}"
     transform_run.write(measured, directory)

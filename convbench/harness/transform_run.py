@@ -6,7 +6,9 @@ Which tensors: every distinct conv input (mb, ic, ih, iw) and output (mb, oc, oh
 of the suite's layers (known from the layers alone, no network graph needed).  Which
 layouts: NCHW, NHWC and every layout a variant of the suite's sweep reads or writes
 (:meth:`convbench.kernels.base.Algorithm.activation_layouts`, so NCHW[x]c for each ic_bn
-and oc_bn the sweep tries); every ordered pair of distinct ones.  Each thread count of the
+and oc_bn the sweep tries); every ordered pair of distinct ones on every shape -- or, from
+tuning records, per shape only the layouts the records' variants read or write there
+(:func:`shape_layouts`).  Each thread count of the
 sweep gets ``timing.processes`` worker processes (:mod:`convbench.harness.transform_worker`),
 their values pooled as the runner pools a case's, and summarised by :mod:`convbench.stats`.
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -75,13 +77,11 @@ def sweep_layouts(suite: Suite) -> tuple[str, ...]:
     return transforms.layouts_of(pairs)
 
 
-def record_layouts(path: Path, within: float | None = None) -> tuple[str, ...]:
-    """NCHW, NHWC and every layout an ok tuning record's variant reads or writes; with
-    ``within``, only the variants whose last-round median is within that factor of their
-    layer group's fastest: every ordered pair of layouts is timed on every tensor shape,
-    and MobileNet V2's tune tried 22 NCHW[x]c blocks (552 pairs, ~55 s a shape at 2
-    threads on the Zen 3 host: 1.7 hours), most of them on variants no plan would pick."""
-    from convbench.kernels import registry, transforms
+def _kept_records(path: Path, within: float | None) -> list[tuple[str, str, str]]:
+    """(layer, in layout, out layout) of every ok tuning record's variant; with ``within``,
+    only the variants whose last-round median is within that factor of their layer group's
+    fastest."""
+    from convbench.kernels import registry
     from convbench.plan import costs
 
     algorithms = registry.algorithms()
@@ -91,8 +91,62 @@ def record_layouts(path: Path, within: float | None = None) -> tuple[str, ...]:
     for m in measured:
         fastest[group(m)] = min(fastest.get(group(m), m.seconds), m.seconds)
     kept = [m for m in measured if within is None or m.seconds <= within * fastest[group(m)]]
-    return transforms.layouts_of({algorithms[m.algorithm].activation_layouts(m.layout, m.params)
-                                  for m in kept})
+    return [(m.layer, *algorithms[m.algorithm].activation_layouts(m.layout, m.params))
+            for m in kept]
+
+
+def record_layouts(path: Path, within: float | None = None) -> tuple[str, ...]:
+    """NCHW, NHWC and every layout an ok tuning record's variant reads or writes; with
+    ``within``, only the variants whose last-round median is within that factor of their
+    layer group's fastest (MobileNet V2's tune tried 22 NCHW[x]c blocks, most of them on
+    variants no plan would pick)."""
+    from convbench.kernels import transforms
+
+    return transforms.layouts_of({(src, dst) for _, src, dst in _kept_records(path, within)})
+
+
+def shape_layouts(suite: Suite, path: Path, within: float | None = None
+                  ) -> dict[Shape, tuple[str, ...]]:
+    """Per tensor shape of the suite's network, the layouts a plan over these records can
+    hold or want there: NCHW, NHWC, the layouts the kept variants (as in
+    :func:`record_layouts`) of the layers reading that shape read and of those writing it
+    write, joined over the shapes a pool links (a pool runs in its input's layout, so the
+    layout conv1 writes reaches the pooled shape).  Keys: every conv input and output shape
+    and every tensor shape of the network's graph.  These pairs are all the plan can ask
+    for: it keeps a candidate only where both its layouts were timed on its shapes
+    (:func:`convbench.plan.costs.with_timed_layouts`).  Every pair of every layout on every
+    shape took MobileNet V2's warm 2-thread transforms 26 minutes (Zen 3 host), most of
+    them between blocks of other channel counts."""
+    from convbench.kernels import transforms
+
+    graph = getattr(suite, "graph", None)
+    problems = {layer.name: layer.problem for layer in suite.layers}
+    found: dict[Shape, set[str]] = {}
+    for layer, src, dst in _kept_records(path, within):
+        if layer in problems:
+            found.setdefault(tuple(problems[layer].input_shape), set()).add(src)
+            found.setdefault(tuple(problems[layer].output_shape), set()).add(dst)
+    parent: dict[Shape, Shape] = {}
+
+    def root(shape: Shape) -> Shape:
+        while parent.get(shape, shape) != shape:
+            shape = parent[shape]
+        return shape
+
+    shapes = set(tensor_shapes(suite)) | set(found)
+    if graph is not None:
+        for op in graph.ops:
+            shapes.add(tuple(graph.shape(op.name)))
+            if op.kind != "conv":   # glue: its output holds its input's layout
+                for tensor in op.inputs:
+                    a, b = root(tuple(graph.shape(tensor))), root(tuple(graph.shape(op.name)))
+                    if a != b:
+                        parent[a] = b
+    joined: dict[Shape, set[str]] = {}
+    for shape, layouts in found.items():
+        joined.setdefault(root(shape), set()).update(layouts)
+    return {shape: transforms.layouts_of({(x, x) for x in joined.get(root(shape), ())})
+            for shape in sorted(shapes)}
 
 
 def glue_keys(suite: Suite) -> list[Any]:
@@ -105,16 +159,26 @@ def glue_keys(suite: Suite) -> list[Any]:
 
 def measure(suite: Suite, threads: Sequence[int] = (), layouts: Sequence[str] = (),
             timing: TimingOptions | None = None, seed: int = 0,
-            cpus: Sequence[int] = (), progress: bool = True) -> LayoutCosts:
+            cpus: Sequence[int] = (), progress: bool = True,
+            by_shape: Mapping[Shape, Sequence[str]] | None = None) -> LayoutCosts:
     """Per thread count: one transform row per shape x (from, to) pair, one glue row per
-    glue key x layout.  ``progress``: a bar with an ETA on stderr."""
+    glue key x layout.  ``by_shape`` (:func:`shape_layouts`): the shapes (every tensor of
+    the network, the pooled ones too) and on each the layouts to pair and to run its glue
+    ops in, instead of ``layouts`` on every conv shape.  ``progress``: a bar with an ETA on
+    stderr."""
     from tqdm import tqdm
 
     timing = timing or suite.sweep.timing
     chosen = tuple(layouts) or sweep_layouts(suite)
-    pairs = [(a, b) for a in chosen for b in chosen if a != b]
-    shapes = tensor_shapes(suite)
-    glue = [asdict(key) for key in glue_keys(suite)]
+
+    def at(shape: Shape) -> Sequence[str]:
+        return by_shape.get(tuple(shape), chosen) if by_shape is not None else chosen
+
+    shapes = [[list(shape), [[a, b] for a in at(shape) for b in at(shape) if a != b]]
+              for shape in (sorted(by_shape) if by_shape is not None else tensor_shapes(suite))]
+    keys = glue_keys(suite)
+    glue = [asdict(key) for key in keys]
+    glue_layouts = [list(at(key.shape)) for key in keys]
     pool = affinity.resolve_pool(cpus)
     thread_counts = tuple(threads) or suite.sweep.threads
     affinity.check_pool(pool, thread_counts)
@@ -125,8 +189,7 @@ def measure(suite: Suite, threads: Sequence[int] = (), layouts: Sequence[str] = 
                unit="shape/op", dynamic_ncols=True, disable=not progress)
     for t in thread_counts:
         jobs = [{"threads": t, "cpus": list(affinity.cpus_for(pool, t)),
-                 "shapes": [list(s) for s in shapes], "pairs": [list(p) for p in pairs],
-                 "glue": glue, "glue_layouts": list(chosen),
+                 "shapes": shapes, "glue": glue, "glue_layouts": glue_layouts,
                  "timing": asdict(timing), "seed": seed, "process": process}
                 for process in range(timing.processes)]
         bar.set_postfix_str(f"{t} thread(s)")

@@ -2,8 +2,8 @@
 glue ops, what a layout plan pays besides its convs.
 
 Started as ``python -m convbench.harness.transform_worker --job FILE --out FILE`` by
-:mod:`convbench.harness.transform_run`.  The job names the tensor shapes, the (from, to)
-layout pairs, the glue ops (:class:`convbench.network.glue.GlueKey`) and their layouts, the
+:mod:`convbench.harness.transform_run`.  The job names the tensor shapes, each with its (from,
+to) layout pairs, the glue ops (:class:`convbench.network.glue.GlueKey`) with their layouts, the
 thread count, the CPUs and the timing; the answer (a JSON file) holds, per shape and pair
 and per glue key and layout, the timed values with the in-run reference's values of the
 same rounds, or why it was not timed.
@@ -71,10 +71,11 @@ def _transforms(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str,
 
     timing = job["timing"]
     answers: list[dict[str, Any]] = []
-    for shape in map(tuple, job["shapes"]):
+    for shape, pairs in job["shapes"]:
+        shape = tuple(shape)
         x_nchw = rng.standard_normal(shape, dtype=np.float32)
         entries, timed = [], []
-        for src, dst in job["pairs"]:
+        for src, dst in pairs:
             answer: dict[str, Any] = {"shape": list(shape), "from_layout": src,
                                       "to_layout": dst, "status": "ok", "reason": ""}
             answers.append(answer)
@@ -119,7 +120,7 @@ def _glue(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]
     if not job.get("glue"):
         return answers
     evictor = coldcache.Evictor(coldcache.COLD_WEIGHTS, job["threads"], job.get("cold_bytes"))
-    for raw in job["glue"]:
+    for raw, glue_layouts in zip(job["glue"], job["glue_layouts"], strict=True):
         key = glue.GlueKey(raw["kind"], tuple(raw["shape"]), raw["inputs"], raw["k"],
                            raw["s"], raw["p"], raw["in_place"])
         ins_nchw = [rng.standard_normal(key.shape, dtype=np.float32)
@@ -129,7 +130,7 @@ def _glue(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]
         expected = run_op(op, [a.astype(np.float64) for a in ins_nchw])
         channels = key.shape[1]
         entries, timed = [], []
-        for layout in job["glue_layouts"]:
+        for layout in glue_layouts:
             answer: dict[str, Any] = {**raw, "layout": layout, "status": "ok", "reason": ""}
             # copies: an in-place op must not change the inputs of the next layout
             ins = [np.array(layouts.to_layout(a, layout)) for a in ins_nchw]

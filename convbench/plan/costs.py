@@ -187,6 +187,13 @@ class TransformTable:
         """Every layout some transform was timed from or to."""
         return {layout for _, src, dst in self.seconds_by_key for layout in (src, dst)}
 
+    def layouts_at(self, shape: Shape | None) -> set[str]:
+        """The layouts some transform was timed from or to on ``shape``; on a shape with
+        none (not measured: its transforms are scaled from another shape), every layout."""
+        here = {layout for s, src, dst in self.seconds_by_key if s == shape
+                for layout in (src, dst)}
+        return here or self.layouts
+
     def __call__(self, shape: Shape, src: str, dst: str) -> float:
         key = (tuple(shape), src, dst)
         if key in self.seconds_by_key:
@@ -203,18 +210,29 @@ class TransformTable:
         return seconds * size / _elements(nearest)
 
 
-def with_timed_layouts(costs: Mapping[str, list[Candidate]], timed: set[str]
-                       ) -> tuple[dict[str, list[Candidate]], list[Candidate]]:
-    """The candidates whose in and out layouts both have transform timings, and the rest
-    (``convbench transforms --within`` times only the layouts of the faster variants)."""
+def with_timed_layouts(costs: Mapping[str, list[Candidate]], transforms: TransformTable,
+                       shapes: Mapping[str, tuple[Shape, Shape]] | None = None
+                       ) -> tuple[dict[str, list[Candidate]],
+                                  list[tuple[Candidate, tuple[str, ...]]]]:
+    """The candidates whose in and out layouts both have transform timings on their layer's
+    input and output shapes (``shapes``: layer -> (input, output); a layer not in it, or
+    none given, is judged by every timed layout), and the rest: ``convbench transforms
+    --within`` times only the layouts of the faster variants, and on each shape only those
+    read or written there.  The rest come with the layouts they lack timings of."""
     kept: dict[str, list[Candidate]] = {}
-    left: list[Candidate] = []
+    left: list[tuple[Candidate, tuple[str, ...]]] = []
     for layer, cands in costs.items():
+        src_shape, dst_shape = (shapes or {}).get(layer, (None, None))
+        readable = transforms.layouts_at(src_shape)
+        writable = transforms.layouts_at(dst_shape)
         for c in cands:
-            if {c.in_layout, c.out_layout} <= timed:
-                kept.setdefault(layer, []).append(c)
+            untimed = tuple(dict.fromkeys(
+                [c.in_layout] * (c.in_layout not in readable)
+                + [c.out_layout] * (c.out_layout not in writable)))
+            if untimed:
+                left.append((c, untimed))
             else:
-                left.append(c)
+                kept.setdefault(layer, []).append(c)
     return kept, left
 
 

@@ -344,6 +344,19 @@ def per_layer_bound(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
             steps.append(Step(op.name, op.kind, op.layer, best, best.out_layout, best.seconds,
                               why="fastest candidate, transforms ignored"))
         else:
-            steps.append(Step(op.name, op.kind, op.layer, None, "",
-                              min(problem.glue(op, layout) for layout in held)))
+            steps.append(Step(op.name, op.kind, op.layer, None, "", _fastest_glue(problem, op,
+                                                                                 held)))
     return Plan("per-layer bound (transforms ignored)", tuple(steps), bound=True)
+
+
+def _fastest_glue(problem: _Problem, op: OpLike, held: set[str]) -> float:
+    """The glue op's least time over the layouts it was timed in: ``convbench transforms
+    --records`` times a glue op only in the layouts the plan's candidates read or write on
+    its tensor's shape, and no plan can hold that tensor in another."""
+    timed = []
+    for layout in sorted(held):
+        try:
+            timed.append(problem.glue(op, layout))
+        except PlanError:
+            continue
+    return min(timed) if timed else problem.glue(op, PLAIN)   # none: say what to measure
