@@ -292,6 +292,16 @@ def test_exhaustive_measures_every_candidate_once_at_the_suites_timing(tuned, tm
     assert f"halving run / grid run: {across:.2f}-{across:.2f}" in done.stdout
     resolved = int(regret > 3 and seen["ci_low_s"] > best["ci_high_s"])
     assert f"({resolved} of the misses outside the grid's own 95% CIs)" in done.stdout
+    # --confirm: a "halving" that picked the grid's slowest is timed against the grid's best
+    # head to head, in one worker of a real convbench tune
+    worst = max(grid, key=lambda r: r["median_s"])
+    picked = tmp_path / "picked.jsonl"
+    records.write(picked, [worst])
+    done = subprocess.run([sys.executable, str(tool), str(picked), str(path), "--confirm",
+                           str(SUITE)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "head to head: " in done.stdout and " of 1 within 3%" in done.stdout
+    assert "regret max nan" not in done.stdout.split("head to head")[1]
 
 
 def test_budget_spent_stops_before_a_round(tmp_path):
