@@ -390,3 +390,46 @@ def test_run_options_round_trip_the_records_path():
     options = RunOptions(cache=("cold-weights",), records="/x/r.jsonl")
     assert RunOptions.from_json(json.loads(json.dumps(options.to_json()))) == options
     assert dataclasses.replace(options, records=None).to_json()["records"] is None
+
+
+ONE_GRID_POINT = """\
+name: tunevar
+description: indirect with one grid point, six candidates in the tuner's space
+layers:
+  - {name: conv1x1, shape: mb1ic16ih8oc8oh8kh1, count: 1}
+sweep:
+  algorithms: [indirect, direct]
+  layouts: [nhwc]
+  threads: [1]
+  vector_widths: [auto]
+  params: {indirect: {MR: [4], NR: [16]}}
+  timing: {min_time: 0.002, values: 3, warmups: 1, timeout: 60, processes: 1}
+"""
+
+
+def test_a_variant_glob_picks_tuner_candidates_the_sweeps_grid_lacks(tmp_path, cli):
+    """--only variant=... filters the tuner's candidates, not the sweep's grid: MR=5 and
+    MR=6 are not in the grid (MR=4 only), and filtering the grid by them used to leave the
+    layer without indirect, so nothing was measured (tools/tune_vs_grid.py --confirm relies
+    on this); a glob that matches no candidate is refused, nothing written."""
+    suite = tmp_path / "tunevar.yaml"
+    suite.write_text(ONE_GRID_POINT)
+    path = tmp_path / "r.jsonl"
+    code, _out, err = cli("tune", suite, "--exhaustive", "--records", path, "-q",
+                          "--only", "layer=conv1x1,variant=indirect/*/MR=5/*",
+                          "--only", "variant=indirect/*/MR=6/*")
+    assert code == 0, err
+    assert sorted(r["variant"] for r in records.read(path)) == [
+        "indirect/nhwc/KC=256/MC=100/MR=5/NR=16", "indirect/nhwc/KC=256/MC=100/MR=6/NR=16"]
+    # an --exclude with a variant term drops candidates, never the layer's algorithm
+    path = tmp_path / "x.jsonl"
+    code, _out, err = cli("tune", suite, "--exhaustive", "--records", path, "-q",
+                          "--exclude", "variant=indirect/*/MR=4/NR=16")
+    assert code == 0, err
+    tuned = sorted(r["variant"] for r in records.read(path))
+    assert "direct/nhwc" in tuned and len(tuned) == 6   # five other indirect tiles
+    assert "indirect/nhwc/KC=256/MC=100/MR=4/NR=16" not in tuned
+    code, _, err = cli("tune", suite, "--records", tmp_path / "n.jsonl", "-q",
+                       "--only", "variant=nonexistent*")
+    assert code == 2 and "the filters leave no candidate to tune" in err
+    assert not (tmp_path / "n.jsonl").exists()

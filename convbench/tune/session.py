@@ -187,8 +187,12 @@ class Session:
                     best=records.best(self.known, key)))
                 self.say(outcome.groups[-1].line())
                 continue
-            work.append((group, space.candidates(group, self.options.only,
-                                                 self.options.exclude)))
+            found = space.candidates(group, self.options.only, self.options.exclude)
+            if found.cases or found.not_applicable:   # else a variant glob left it nothing
+                work.append((group, found))
+        if not work and not outcome.groups:
+            raise ConvbenchError(f"suite {self.plan.suite.name}: the filters leave no "
+                                 "candidate to tune")
         total = sum(schedule.measurements(self.schedule(len(c.cases), self.plan.timing))
                     for _, c in work if c.cases)
         bar = tqdm(total=total, file=sys.stderr, disable=self.quiet, unit="measurement",
@@ -328,8 +332,10 @@ def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path |
 
     suite = load_suite(suite_path)
     tell = (lambda line: None) if quiet else (lambda line: print(line, file=sys.stderr))
-    # the plan first: a bad filter or thread count is refused before any machine measuring
-    plan = make_plan(suite, options)
+    # the plan first: a bad filter or thread count is refused before any machine measuring;
+    # variant globs filter the tuner's candidates, not the sweep's grid (space.sweep_filters)
+    only, exclude = space.sweep_filters(options.only, options.exclude)
+    plan = make_plan(suite, dataclasses.replace(options, only=only, exclude=exclude))
     thread_counts = {c.threads for c in plan.cases}
     # the limits give `auto` widths the same compile width a run uses (runner.compile_width)
     # and `--cache auto` its bandwidth curve
@@ -344,7 +350,7 @@ def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path |
             print(f"cache mode at {threads} thread(s): {choice.mode} ({choice.reason})",
                   file=sys.stderr)
         options = dataclasses.replace(options, cache=tuple(sorted(set(modes.values()))))
-        plan = make_plan(suite, options)
+        plan = make_plan(suite, dataclasses.replace(options, only=only, exclude=exclude))
         plan = dataclasses.replace(plan, cases=tuple(
             c for c in plan.cases if c.cache == modes[c.threads]))
     options = dataclasses.replace(options, cpus=affinity.resolve_pool(options.cpus))

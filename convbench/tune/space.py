@@ -80,7 +80,8 @@ def candidates(group: Sequence[Case], only: Sequence[str] = (),
         if alg.baseline:
             continue
         if alg.tuning_space is None:
-            mine = [c for c in group if c.variant.algorithm == name]
+            mine = [c for c in group if c.variant.algorithm == name
+                    and _selected(c, keep, drop)]
             cases += [c for c in mine if c.skip_reason is None]
             not_applicable += sum(c.skip_reason is not None for c in mine)
         else:
@@ -88,3 +89,26 @@ def candidates(group: Sequence[Case], only: Sequence[str] = (),
             cases += found
             not_applicable += skipped
     return Candidates(tuple(cases), not_applicable)
+
+
+def sweep_filters(only: Sequence[str], exclude: Sequence[str]
+                  ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The ``--only`` / ``--exclude`` texts to build the sweep's plan with when tuning.
+
+    A ``variant`` glob may name a candidate of the tuner's space that the sweep's grid lacks
+    (nchwc with ic_bn=3, indirect with MR=5); filtering the grid by it drops the algorithm
+    from the layer, and :func:`candidates` then never generates it (``tune --only
+    'layer=res3a_branch1,variant=indirect/nhwc/KC=256/MC=100/MR=5/NR=16'`` measured
+    nothing).  So variant globs act on the candidates only: an ``--only`` loses its variant
+    terms here (it keeps more of the grid; one left with none keeps all of it), and an
+    ``--exclude`` with one is left out here (without its variant term it would drop more)."""
+    def without_variant(text: str) -> tuple[str, bool]:
+        globs = Filter.parse(text).globs
+        rest = ",".join(f"{key}={glob}" for key, gs in globs if key != "variant" for glob in gs)
+        return rest, any(key == "variant" for key, _ in globs)
+
+    kept = [without_variant(text)[0] for text in only]
+    sweep_only = () if "" in kept else tuple(kept)
+    sweep_exclude = tuple(text for text in exclude if not without_variant(text)[1])
+    return sweep_only, sweep_exclude
+
