@@ -37,6 +37,9 @@ def test_the_prior_ranks_by_other_layers_and_explores_an_unseen_family():
     # far one says B by 10%; the unseen family's first candidate is tried as if it tied the best,
     # its second is not
     assert order == [1, 2, 0, 3]
+    # only the unseen family's first is there to explore
+    assert prior.rank_and_explore(ONE_BY_ONE, [B, unseen, A, also_unseen], known) == (
+        order, {1})
     # no evidence with this kernel size (3x3 layers only): no prior at all
     three = [_evidence("mb1ic64ih56oc64oh56kh3ph1", {A: 1.0, B: 2.0})]
     assert prior.rank(ONE_BY_ONE, [A, B], three) is None
@@ -122,8 +125,9 @@ def test_a_prior_from_another_layer_measures_only_its_best_ranked(tuned, tmp_pat
     configs = [prior.Config.of(r["algorithm"], r["layout"], r["params"]) for r in tuned_first]
     layouts = [registry.get(r["algorithm"]).activation_layouts(r["layout"], r["params"])
                for r in tuned_first]
-    order = prior.rank(parse_descriptor(found[0]["descriptor"]), configs, known)
-    field = prior.layout_cover(order, layouts, 3)
+    order, exploring = prior.rank_and_explore(parse_descriptor(found[0]["descriptor"]),
+                                              configs, known)
+    field = prior.layout_cover(order, layouts, 3, exploring)
     assert {prior.Config.of(r["algorithm"], r["layout"], r["params"]) for r in first} == \
         {configs[i] for i in field}
     assert {layouts[i] for i in field} >= {("nchw", "nchw"), ("nhwc", "nhwc")}
@@ -143,6 +147,11 @@ def test_the_cover_adds_the_best_ranked_of_each_missing_layout():
     assert prior.layout_cover([1, 2, 4, 0, 3, 5], layouts, 3) == [1, 2, 4]
     # a mixed in/out layout covers nothing: its own kind's best still comes in
     assert prior.layout_cover([0, 5, 4, 3], layouts, 1) == [0, 5, 4, 3]
+    # an unseen family's first (5, NHWC) is measured, but stands for no layout: NHWC's best
+    # ranked candidate with evidence (2) still comes in; without the exploring set it would
+    # not (MobileNet V2's block_1_depthwise kept direct/nhwc, 9 ms, as its only NHWC)
+    assert prior.layout_cover([5, 1, 4, 2, 0, 3], layouts, 3) == [5, 1, 4]
+    assert prior.layout_cover([5, 1, 4, 2, 0, 3], layouts, 3, exploring={5}) == [5, 1, 4, 2]
 
 
 def test_the_layers_own_records_are_no_prior(tuned, tmp_path):

@@ -31,7 +31,7 @@ with no fitted parameters:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,11 +136,20 @@ def rank(problem: ConvProblem, candidates: Sequence[Config],
          known: Sequence[Evidence]) -> list[int] | None:
     """Indices of ``candidates`` from most to least promising for ``problem``, or None when
     no evidence group has its kernel and depthwise-ness (no prior: measure them all)."""
+    ranked = rank_and_explore(problem, candidates, known)
+    return None if ranked is None else ranked[0]
+
+
+def rank_and_explore(problem: ConvProblem, candidates: Sequence[Config],
+                     known: Sequence[Evidence]) -> tuple[list[int], set[int]] | None:
+    """:func:`rank`'s order, and which of its indices are there only to explore a family
+    the evidence never saw (ranked first, with no evidence behind them)."""
     weighted = [(e, group_weight(problem, e.problem)) for e in known]
     weighted = [(e, w) for e, w in weighted if w > 0]
     if not weighted or max(w for _, w in weighted) < MIN_WEIGHT:
         return None
     explored: set[tuple[str, str]] = set()
+    exploring: set[int] = set()
     scores = []
     for config in candidates:
         num = den = 0.0
@@ -156,14 +165,15 @@ def rank(problem: ConvProblem, candidates: Sequence[Config],
             scores.append(num / den)
         elif config.family not in explored:      # an unseen family: try its first one
             explored.add(config.family)
+            exploring.add(len(scores))
             scores.append(0.0)
         else:
             scores.append(math.inf)
-    return sorted(range(len(candidates)), key=lambda i: scores[i])
+    return sorted(range(len(candidates)), key=lambda i: scores[i]), exploring
 
 
 def layout_cover(order: Sequence[int], layouts: Sequence[tuple[str, str]],
-                 size: int) -> list[int]:
+                 size: int, exploring: Collection[int] = ()) -> list[int]:
     """Round 0's field: the ``size`` best-ranked of ``order`` (indices into ``layouts``, each
     candidate's (read, written) activation layouts), plus the best-ranked candidate of each
     *cover kind* the top lacks: reading and writing NCHW, NHWC, and one blocked NCHW[x]c
@@ -172,7 +182,13 @@ def layout_cover(order: Sequence[int], layouts: Sequence[tuple[str, str]],
     without one, and the all-NCHW and all-NHWC plans it is compared with need a candidate of
     every layer in those layouts.  Tuning MobileNet V1 at 2 threads with the top only,
     conv_pw_2 and conv_pw_3 kept nchwc candidates reading nchw32c alone: the plan paid
-    0.52 ms of transforms around them and neither single-layout plan existed."""
+    0.52 ms of transforms around them and neither single-layout plan existed.
+
+    A candidate in ``exploring`` (an unseen family's first, :func:`rank_and_explore`) covers
+    no kind: it was picked to learn about its family, not as that layout's best.  Tuning
+    MobileNet V2 from MobileNet V1's records, block_1_depthwise explored direct/nhwc
+    (9.08 ms), which then stood for NHWC, and its depthwise NHWC tiles were never measured:
+    the all-NHWC plan ran 30.9 ms against the plan's 12.0."""
     def kind(pair: tuple[str, str]) -> str | None:
         src, dst = pair
         if src != dst:
@@ -180,10 +196,10 @@ def layout_cover(order: Sequence[int], layouts: Sequence[tuple[str, str]],
         return src if src in ("nchw", "nhwc") else "blocked"
 
     field = list(order[:size])
-    have = {kind(layouts[i]) for i in field}
+    have = {kind(layouts[i]) for i in field if i not in exploring}
     for i in order[size:]:
         k = kind(layouts[i])
-        if k is not None and k not in have:
+        if k is not None and k not in have and i not in exploring:
             have.add(k)
             field.append(i)
     return field

@@ -281,14 +281,16 @@ class Session:
         known = prior.evidence(r for r in [*self.prior_records, *self.known] if comparable(r))
         configs = [prior.Config.of(c.variant.algorithm, c.variant.layout,
                                    dict(c.variant.params)) for c in alive]
-        order = prior.rank(first.problem, configs, known)
-        if order is None:
+        ranked = prior.rank_and_explore(first.problem, configs, known)
+        if ranked is None:
             return alive
+        order, exploring = ranked
         algorithms = registry.algorithms()
         layouts = [algorithms[c.variant.algorithm].activation_layouts(c.variant.layout,
                                                                       c.variant.param_dict)
                    for c in alive]
-        keep = set(prior.layout_cover(order, layouts, prior.field_size(len(alive))))
+        keep = set(prior.layout_cover(order, layouts, prior.field_size(len(alive)),
+                                      exploring))
         return [c for i, c in enumerate(alive) if i in keep]
 
 
