@@ -105,10 +105,12 @@ def confirm(rows: Sequence[dict[str, Any]], suite: str) -> dict[str, str]:
     """Time each differing (pick, grid best) pair head to head; adds ``h2h_regret_pct`` and
     ``h2h_resolved`` to ``rows`` (0 and False where the two agree) and returns the commands'
     failures by layer (empty when every pair was measured)."""
-    misses = [r for r in rows if r["halving_pick"] and r["grid_best"]
-              and r["halving_pick"] != r["grid_best"]]
+    def differs(r: Mapping[str, Any]) -> bool:
+        return bool(r["halving_pick"] and r["grid_best"] and r["halving_pick"] != r["grid_best"])
+
+    misses = [r for r in rows if differs(r)]
     for r in rows:
-        r.update(h2h_regret_pct=0.0 if r not in misses else math.nan, h2h_resolved=False)
+        r.update(h2h_regret_pct=math.nan if differs(r) else 0.0, h2h_resolved=False)
     failed: dict[str, str] = {}
     modes = {(r["threads"], r["cache"]) for r in misses}
     for threads, cache in sorted(modes):

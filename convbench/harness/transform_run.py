@@ -133,7 +133,7 @@ def shape_layouts(suite: Suite, path: Path, within: float | None = None
             shape = parent[shape]
         return shape
 
-    shapes = set(tensor_shapes(suite)) | set(found)
+    shapes = set(tensor_shapes(suite))   # every layer's shapes: found's keys among them
     if graph is not None:
         for op in graph.ops:
             shapes.add(tuple(graph.shape(op.name)))

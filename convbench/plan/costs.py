@@ -227,8 +227,8 @@ def with_timed_layouts(costs: Mapping[str, list[Candidate]], transforms: Transfo
         writable = transforms.layouts_at(dst_shape)
         for c in cands:
             untimed = tuple(dict.fromkeys(
-                [c.in_layout] * (c.in_layout not in readable)
-                + [c.out_layout] * (c.out_layout not in writable)))
+                layout for layout, timed in ((c.in_layout, readable), (c.out_layout, writable))
+                if layout not in timed))
             if untimed:
                 left.append((c, untimed))
             else:

@@ -111,4 +111,3 @@ def sweep_filters(only: Sequence[str], exclude: Sequence[str]
     sweep_only = () if "" in kept else tuple(kept)
     sweep_exclude = tuple(text for text in exclude if not without_variant(text)[1])
     return sweep_only, sweep_exclude
-
