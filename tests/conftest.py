@@ -7,8 +7,11 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests import parallel
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -22,6 +25,29 @@ def pytest_configure(config: pytest.Config) -> None:
     from convbench.machine.first_use import MEASURE_ENV
 
     os.environ.setdefault(MEASURE_ENV, "0")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist's controller, per worker: the folder the workers share (tests/parallel.py)."""
+    config = node.config
+    path = config.stash.get(_SHARED, None) or parallel.make_shared_dir(config)
+    config.stash[_SHARED] = path
+    node.workerinput[parallel.SHARED_KEY] = str(path)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    parallel.remove_shared_dir(config)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """A test marked ``serial`` runs with no other test beside it (tests/parallel.py)."""
+    with parallel.turn(item.config, item.get_closest_marker(parallel.MARKER) is not None):
+        return (yield)
+
+
+_SHARED = pytest.StashKey[Path]()
 
 
 def convbench_process(*args: object, env: dict | None = None, check: bool = False,
@@ -48,28 +74,38 @@ def cli(capsys) -> Callable[..., tuple[int, str, str]]:
 
 
 @pytest.fixture(scope="session")
-def smoke_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+def smoke_run(request, tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     """One real ``convbench run smoke -q`` shared by the session (its output and results
     directory; read it, never write into it): a smoke run costs 30-45 s on two cores, and
     tests/test_smoke_suite.py and tests/test_compare_gate.py each needed one."""
-    out = tmp_path_factory.mktemp("smoke") / "run"
-    done = convbench_process("run", "smoke", "-q", "-o", out)
+    def make(folder: Path) -> dict:
+        done = convbench_process("run", "smoke", "-q", "-o", folder / "run")
+        return {"args": done.args, "returncode": done.returncode, "stdout": done.stdout,
+                "stderr": done.stderr}
+
+    fields, folder = parallel.once(request.config, "smoke", tmp_path_factory.mktemp("smoke"),
+                                   make)
+    done = subprocess.CompletedProcess(**fields)
     assert done.returncode == 0, done.stdout + done.stderr
-    return done, out
+    return done, folder / "run"
 
 
 @pytest.fixture(scope="session")
-def tuned(tmp_path_factory) -> Path:
+def tuned(request, tmp_path_factory) -> Path:
     """One real ``convbench tune`` of tests/data/tune_suite.yaml (one layer, six
     candidates, cold-weights) shared by the session: its records file (read it, never
     append to it).  tests/test_tune.py and tests/test_tune_prior.py each needed one."""
     from convbench.harness.options import RunOptions
     from convbench.tune.session import tune_suite
 
-    path = tmp_path_factory.mktemp("tune") / "records.jsonl"
-    outcome = tune_suite(DATA / "tune_suite.yaml", RunOptions(cache=("cold-weights",)), path,
-                         quiet=True)
-    assert not outcome.budget_spent and not outcome.interrupted
-    (group,) = outcome.groups
-    assert (group.candidates, group.measured, group.rounds) == (6, 8, 2)
-    return path
+    def make(folder: Path) -> dict:
+        outcome = tune_suite(DATA / "tune_suite.yaml", RunOptions(cache=("cold-weights",)),
+                             folder / "records.jsonl", quiet=True)
+        (group,) = outcome.groups
+        return {"spent": outcome.budget_spent, "interrupted": outcome.interrupted,
+                "group": [group.candidates, group.measured, group.rounds]}
+
+    made, folder = parallel.once(request.config, "tune", tmp_path_factory.mktemp("tune"), make)
+    assert not made["spent"] and not made["interrupted"]
+    assert made["group"] == [6, 8, 2]
+    return folder / "records.jsonl"

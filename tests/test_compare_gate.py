@@ -258,6 +258,7 @@ needs_run = pytest.mark.skipif(
 
 
 @needs_run
+@pytest.mark.serial   # the gate judges real timings
 def test_confirm_with_real_run(tmp_path: Path, smoke_run) -> None:
     _done, out = smoke_run      # the session's real smoke run (tests/conftest.py)
     comparison = compare_runs(out, out)
@@ -267,6 +268,7 @@ def test_confirm_with_real_run(tmp_path: Path, smoke_run) -> None:
 
 
 @needs_run
+@pytest.mark.serial   # the gate judges real timings
 def test_end_to_end_same_code_passes(tmp_path: Path, gate, smoke_run) -> None:
     """Two separate real runs of the same code: the session's smoke run and one more."""
     runs = [smoke_run[1], tmp_path / "b"]
@@ -280,6 +282,7 @@ GATE_SUITE = Path(__file__).parent / "data" / "gate_suite.yaml"
 
 
 @needs_run
+@pytest.mark.serial   # the gate judges real timings
 def test_end_to_end_slower_kernel_fails_named(tmp_path: Path, gate, monkeypatch) -> None:
     """A kernel registered by the test does 30% more work in the second run: the gate
     fails, names it, and (after confirming on a re-measurement) names nothing else."""

@@ -14,6 +14,9 @@ from convbench.cli import cli
 from convbench.machine import store
 from convbench.machine.bandwidth import LEVELS, cache_levels, working_set_bytes
 
+# measures the machine's peak and bandwidth: no other test beside it
+pytestmark = pytest.mark.serial
+
 
 def _fake_cache(root, index, level, kind, size, shared):
     d = root / f"index{index}"

@@ -26,6 +26,9 @@ from convbench.results import record, schema
 from convbench.results import store as results_store
 from convbench.spec.descriptor import parse_descriptor
 
+# measures the machine's peak and bandwidth: no other test beside it
+pytestmark = pytest.mark.serial
+
 # --- the curve's sizes and its lookup -----------------------------------------------------
 
 

@@ -16,6 +16,9 @@ from convbench.compare import decision
 from convbench.compare.match import load_pair, match
 from tests import gate_kernels
 
+# the gate judges real timings of back-to-back runs: no other test beside them
+pytestmark = pytest.mark.serial
+
 GATE_SUITE = Path(__file__).parent / "data" / "gate_suite.yaml"
 GATED = "conv3x3|t_gated/nchw|t1|vauto"
 

@@ -73,6 +73,7 @@ def test_tour_patterns_read_numbers_and_variants_as_wildcards():
     assert not line_pattern(own).search(own.replace("slower", "behind"))
 
 
+@pytest.mark.serial   # its compare judges two real runs
 def test_the_tour_runs_as_written(tmp_path):
     steps = tour_steps((ROOT / "README.md").read_text())
     commands = [command for command, _ in steps]

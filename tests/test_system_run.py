@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from convbench.harness import system
 from convbench.results import schema
@@ -100,6 +101,7 @@ def _busy_loops(cpus: list[int]) -> Iterator[None]:
             proc.wait()
 
 
+@pytest.mark.serial   # it loads the CPUs
 def test_a_busy_machine_gets_one_warning_line_recorded(tmp_path):
     out = tmp_path / "busy"
     with _busy_loops(ALLOWED):

@@ -1,0 +1,106 @@
+"""What the tests need to run as two pytest-xdist workers (``pytest -n 2``) and stay true.
+
+- **Serial tests.** A test marked ``serial`` measures times and judges them (the gate's
+  end-to-end tests), measures the machine's limits, or loads the CPUs on purpose (the busy
+  warning): it runs with no other test beside it.  The two workers share a readers-writer
+  lock (``flock`` on two files in a folder the controller makes): every test holds the
+  ``rw`` file shared, a serial test holds it exclusively; the ``gate`` file gives a waiting
+  serial test priority, so the other worker's next test waits instead of starving it.
+- **Session work done once.** A session fixture (a smoke run, a tune) would otherwise run
+  once per worker: :func:`once` runs it in one worker and the other reads what it left.
+
+pyproject's ``--dist loadfile`` keeps a file's tests on one worker, so a module fixture (a run
+the file's tests all read) is set up once, not once per worker.  Without xdist (``pytest``
+alone, or one test) nothing here waits or shares.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MARKER = "serial"
+SHARED_KEY = "convbench_shared_dir"   # the controller's folder, passed in workerinput
+
+
+def shared_dir(config: pytest.Config) -> Path | None:
+    """The folder the workers share, or None outside xdist."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or SHARED_KEY not in workerinput:
+        return None
+    return Path(workerinput[SHARED_KEY])
+
+
+def make_shared_dir(config: pytest.Config) -> Path:
+    """The controller's side: one folder per session, removed by :func:`remove_shared_dir`."""
+    path = Path(tempfile.mkdtemp(prefix="convbench-tests-"))
+    config.stash[_STASH] = path
+    return path
+
+
+def remove_shared_dir(config: pytest.Config) -> None:
+    path = config.stash.get(_STASH, None)
+    if path is not None:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+_STASH = pytest.StashKey[Path]()
+_files: dict[Path, Any] = {}
+
+
+def _open(path: Path) -> Any:
+    # one open file per path and process: flock belongs to the open file, and reopening
+    # for every test would cost a file handle each
+    if path not in _files:
+        _files[path] = path.open("a+")
+    return _files[path]
+
+
+@contextlib.contextmanager
+def turn(config: pytest.Config, alone: bool) -> Iterator[None]:
+    """Hold this worker's turn for one test: shared, or (``alone``) exclusive."""
+    where = shared_dir(config)
+    if where is None:
+        yield
+        return
+    gate, rw = _open(where / "gate"), _open(where / "rw")
+    fcntl.flock(gate, fcntl.LOCK_EX)
+    if alone:
+        fcntl.flock(rw, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(rw, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        return
+    fcntl.flock(rw, fcntl.LOCK_SH)
+    fcntl.flock(gate, fcntl.LOCK_UN)
+    try:
+        yield
+    finally:
+        fcntl.flock(rw, fcntl.LOCK_UN)
+
+
+def once(config: pytest.Config, name: str, fallback: Path,
+         make: Callable[[Path], dict]) -> tuple[dict, Path]:
+    """``make(folder)``'s JSON-able answer and the folder it worked in, computed by the first
+    worker to ask and read by the other; outside xdist, in ``fallback``."""
+    where = shared_dir(config)
+    if where is None:
+        fallback.mkdir(parents=True, exist_ok=True)
+        return make(fallback), fallback
+    folder, answer = where / name, where / f"{name}.json"
+    with (where / f"{name}.lock").open("a+") as lock:   # closing it unlocks
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not answer.is_file():
+            folder.mkdir(exist_ok=True)
+            answer.write_text(json.dumps(make(folder)))
+    return json.loads(answer.read_text()), folder
