@@ -24,6 +24,14 @@ def _wait_for(condition, what: str, log: Path) -> None:
         time.sleep(0.1)
 
 
+def _address(scheduler_file: Path) -> str | None:
+    """The scheduler's address once its file is written in full, else None."""
+    try:
+        return json.loads(scheduler_file.read_text())["address"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 class LoopbackCluster:
     """One scheduler on 127.0.0.1 and the workers the test starts (each: --nthreads 1
     --resources bench=1 --name NAME, no nanny, so a killed worker stays dead)."""
@@ -38,8 +46,9 @@ class LoopbackCluster:
             [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
              "--no-dashboard", "--scheduler-file", str(address_file)],
             stdout=log.open("wb"), stderr=subprocess.STDOUT)
-        _wait_for(address_file.is_file, "the scheduler", log)
-        self.address = json.loads(address_file.read_text())["address"]
+        # the scheduler creates the file, then writes it: an empty file is not ready yet
+        _wait_for(lambda: _address(address_file) is not None, "the scheduler", log)
+        self.address = _address(address_file)
 
     def start_worker(self, name: str, env: dict[str, str] | None = None,
                      nthreads: int = 1) -> None:
