@@ -30,10 +30,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """xdist's controller, per worker: the folder the workers share (tests/parallel.py)."""
-    config = node.config
-    path = config.stash.get(_SHARED, None) or parallel.make_shared_dir(config)
-    config.stash[_SHARED] = path
-    node.workerinput[parallel.SHARED_KEY] = str(path)
+    node.workerinput[parallel.SHARED_KEY] = str(parallel.controller_dir(node.config))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -45,9 +42,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """A test marked ``serial`` runs with no other test beside it (tests/parallel.py)."""
     with parallel.turn(item.config, item.get_closest_marker(parallel.MARKER) is not None):
         return (yield)
-
-
-_SHARED = pytest.StashKey[Path]()
 
 
 def convbench_process(*args: object, env: dict | None = None, check: bool = False,

@@ -39,11 +39,12 @@ def shared_dir(config: pytest.Config) -> Path | None:
     return Path(workerinput[SHARED_KEY])
 
 
-def make_shared_dir(config: pytest.Config) -> Path:
-    """The controller's side: one folder per session, removed by :func:`remove_shared_dir`."""
-    path = Path(tempfile.mkdtemp(prefix="convbench-tests-"))
-    config.stash[_STASH] = path
-    return path
+def controller_dir(config: pytest.Config) -> Path:
+    """The controller's side: the session's one folder (made on the first call), removed
+    by :func:`remove_shared_dir`."""
+    if _STASH not in config.stash:
+        config.stash[_STASH] = Path(tempfile.mkdtemp(prefix="convbench-tests-"))
+    return config.stash[_STASH]
 
 
 def remove_shared_dir(config: pytest.Config) -> None:
@@ -72,21 +73,16 @@ def turn(config: pytest.Config, alone: bool) -> Iterator[None]:
         yield
         return
     gate, rw = _open(where / "gate"), _open(where / "rw")
-    fcntl.flock(gate, fcntl.LOCK_EX)
-    if alone:
-        fcntl.flock(rw, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(rw, fcntl.LOCK_UN)
-            fcntl.flock(gate, fcntl.LOCK_UN)
-        return
-    fcntl.flock(rw, fcntl.LOCK_SH)
-    fcntl.flock(gate, fcntl.LOCK_UN)
+    fcntl.flock(gate, fcntl.LOCK_EX)      # a serial test keeps the gate until it is done
+    fcntl.flock(rw, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+    if not alone:
+        fcntl.flock(gate, fcntl.LOCK_UN)
     try:
         yield
     finally:
         fcntl.flock(rw, fcntl.LOCK_UN)
+        if alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 def once(config: pytest.Config, name: str, fallback: Path,
