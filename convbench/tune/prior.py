@@ -133,17 +133,11 @@ def evidence(records: Iterable[Mapping[str, Any]]) -> list[Evidence]:
 
 
 def rank(problem: ConvProblem, candidates: Sequence[Config],
-         known: Sequence[Evidence]) -> list[int] | None:
-    """Indices of ``candidates`` from most to least promising for ``problem``, or None when
-    no evidence group has its kernel and depthwise-ness (no prior: measure them all)."""
-    ranked = rank_and_explore(problem, candidates, known)
-    return None if ranked is None else ranked[0]
-
-
-def rank_and_explore(problem: ConvProblem, candidates: Sequence[Config],
-                     known: Sequence[Evidence]) -> tuple[list[int], set[int]] | None:
-    """:func:`rank`'s order, and which of its indices are there only to explore a family
-    the evidence never saw (ranked first, with no evidence behind them)."""
+         known: Sequence[Evidence]) -> tuple[list[int], set[int]] | None:
+    """Indices of ``candidates`` from most to least promising for ``problem``, and which of
+    them are there only to explore a family the evidence never saw (ranked first, with no
+    evidence behind them); None when no evidence group has its kernel and depthwise-ness
+    (no prior: measure them all)."""
     weighted = [(e, group_weight(problem, e.problem)) for e in known]
     weighted = [(e, w) for e, w in weighted if w > 0]
     if not weighted or max(w for _, w in weighted) < MIN_WEIGHT:
@@ -184,7 +178,7 @@ def layout_cover(order: Sequence[int], layouts: Sequence[tuple[str, str]],
     conv_pw_2 and conv_pw_3 kept nchwc candidates reading nchw32c alone: the plan paid
     0.52 ms of transforms around them and neither single-layout plan existed.
 
-    A candidate in ``exploring`` (an unseen family's first, :func:`rank_and_explore`) covers
+    A candidate in ``exploring`` (an unseen family's first, :func:`rank`) covers
     no kind: it was picked to learn about its family, not as that layout's best.  Tuning
     MobileNet V2 from MobileNet V1's records, block_1_depthwise explored direct/nhwc
     (9.08 ms), which then stood for NHWC, and its depthwise NHWC tiles were never measured:

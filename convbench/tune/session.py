@@ -281,7 +281,7 @@ class Session:
         known = prior.evidence(r for r in [*self.prior_records, *self.known] if comparable(r))
         configs = [prior.Config.of(c.variant.algorithm, c.variant.layout,
                                    dict(c.variant.params)) for c in alive]
-        ranked = prior.rank_and_explore(first.problem, configs, known)
+        ranked = prior.rank(first.problem, configs, known)
         if ranked is None:
             return alive
         order, exploring = ranked
