@@ -65,7 +65,12 @@ def calibrate(call: Call, min_time: float, args: tuple = ()) -> int:
     while loops < MAX_LOOPS:
         elapsed = time_calls(call, loops, args) * loops
         if elapsed >= min_time:
-            return loops
+            # one interrupted value must not decide the count: under the test suite's two
+            # workers a 17x6x6 relu's single call once lasted the 0.2 ms min_time, and all
+            # its values were single calls.  The count stands if a second value lasts too.
+            elapsed = min(elapsed, time_calls(call, loops, args) * loops)
+            if elapsed >= min_time:
+                return loops
         # jump close to the target, at most 100x at a time (the first calls may be odd)
         grow = 100.0 if elapsed <= 0 else min(100.0, 1.2 * min_time / elapsed)
         loops = min(MAX_LOOPS, max(loops * 2, math.ceil(loops * grow)))
