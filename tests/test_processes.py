@@ -75,21 +75,32 @@ def test_a_per_process_bias_is_no_false_alarm(tmp_path: Path, gated_env, cli) ->
     falls in the fast mode of one run and the slow mode of the other); with the process as
     the unit the gate sees no change. Whether a rank test on the pooled values also calls
     it "slower" depends on the machine's noise (p = 0.17 in one CI run), so only the
-    median shift, which the bias fixes, is asserted."""
-    runs = []
-    for name, bias in (("a", "0,0.3,0"), ("b", "0.3,0,0.3")):
-        env = {**gated_env, gate_kernels.PROCESS_BIAS_ENV: bias}
-        runs.append(_run(tmp_path / name, env, "--only", "algorithm=t_gated"))
+    median shift, which the bias fixes, is asserted.
+
+    A pair in which the host drifted so far that the pooled medians did not move past 1.1
+    (a CI pair: 1.087, interval 0.97-1.19, the host ~15% faster in run b) does not pose the
+    question; it is measured again, at most PAIR_ATTEMPTS times, as the 10% test does."""
+    shifts = []
+    for attempt in range(PAIR_ATTEMPTS):
+        runs = []
+        for name, bias in (("a", "0,0.3,0"), ("b", "0.3,0,0.3")):
+            env = {**gated_env, gate_kernels.PROCESS_BIAS_ENV: bias}
+            runs.append(_run(tmp_path / f"{name}{attempt}", env, "--only",
+                             "algorithm=t_gated"))
+        # the same values with the processes ignored: the medians moved past the threshold
+        pairs = match(*load_pair(*runs)).pairs
+        base, cur = next(p for p in pairs if p[0].case_id == GATED)
+        pooled = decision.decide_time(base.normalised, cur.normalised, alpha=0.05)
+        if pooled.ratio > 1.1:
+            break
+        shifts.append(pooled.ratio)
+    else:
+        pytest.fail(f"the host drifted between the runs of every pair: pooled {shifts}")
     code, out, _ = cli("compare", *runs, "--format", "json")
     data = json.loads(out)
     assert code == 0, out
     gated = next(v for v in data["variants"] if v["case_id"] == GATED)
     assert "processes as units (3 and 3)" in gated["time"]["note"]
-    # the same values with the processes ignored: the medians moved past the threshold
-    pairs = match(*load_pair(*runs)).pairs
-    base, cur = next(p for p in pairs if p[0].case_id == GATED)
-    pooled = decision.decide_time(base.normalised, cur.normalised, alpha=0.05)
-    assert pooled.ratio > 1.1, pooled
     assert gated["time"]["verdict"] != decision.SLOWER
 
 
