@@ -266,6 +266,44 @@ def test_fused_result_does_not_depend_on_the_thread_count():
     assert report.passed, report.reason
 
 
+@pytest.mark.parametrize("tiles, tile_block, threads, block", [
+    (16, 16, 2, 8),     # a 14x14 layer: one block would leave the second thread idle
+    (16, 16, 16, 1),    # one tile per thread
+    (16, 64, 32, 1),    # more threads than tiles: a tile per block, some threads idle
+    (49, 16, 2, 13),    # 13, 13, 13, 10 rather than 16, 16, 16, 1 (32 tiles vs 17)
+    (49, 16, 1, 13),    # the same even cut on one thread
+    (196, 64, 2, 49),   # 4 blocks, 2 per thread
+    (4, 1024, 1, 4),    # one block holds them all
+])
+def test_fused_blocks_are_even_and_one_per_thread_at_least(tiles, tile_block, threads, block):
+    assert winograd.fused_block(tiles, tile_block, threads) == block
+    n_blocks = -(-tiles // block)
+    assert block <= tile_block
+    assert n_blocks >= min(threads, tiles)
+    assert n_blocks % threads == 0 or n_blocks == tiles
+
+
+def test_a_fused_layer_with_one_block_of_tiles_is_split_over_the_threads():
+    """16 tiles at tile_block=16 built under 2 threads: two blocks of 8, one per thread
+    (with one block, one thread did all the work), and the result passes the check."""
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("one CPU: numba has a single thread")
+    p = ConvProblem.make(mb=1, ic=16, oc=16, ih=14, iw=14, kh=3, kw=3, ph=1, pw=1)
+    x, w = make_inputs(p, 5)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(2)
+        kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[4], 16, "own", None, winograd.FUSED)
+        y = np.full((p.mb, p.oh, p.ow, p.oc), np.nan, np.float32)
+        kernel.run(to_layout(x, "nhwc"), y)
+    finally:
+        numba.set_num_threads(before)
+    assert kernel.n_tiles == 16
+    assert kernel.info()["tile_block"] == 8 and kernel.v.shape[0] == 2
+    report = Reference(p, x, w).compare(from_layout(y, "nhwc", p.oc), winograd.ERROR_GROWTH[4])
+    assert report.passed, report.reason
+
+
 def test_fused_pipeline_has_packed_fmas():
     """One jitted function does all three stages: it must keep the staged pipeline's packed
     FMAs (the GEMM driver's and both transforms'), its scalar FMAs being no more than the
