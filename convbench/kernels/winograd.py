@@ -23,8 +23,8 @@ to take through all three steps in a V and an M of its own, reading the input in
 one parallel region per call.  On the Zen 3 host (1 and 2 threads, warm, F(4x4)) fused ran
 VGG-16's conv1_2 in 26.8 / 15.2 ms against staged's 29.5 / 21.6, ResNet-50's res2a_branch2b
 in 1.66 / 0.90 ms against 1.87 / 1.17.  The fused schedule's threads share out whole blocks,
-so it cuts the tiles into at least one block per thread, of even size
-(:func:`fused_block`): with ``tile_block`` taken as given, a 14x14 layer (16 tiles) at
+so it cuts the tiles into at least one block per thread, of even size and no smaller than
+FUSED_MIN_TILES (:func:`fused_block`): with ``tile_block`` taken as given, a 14x14 layer (16 tiles) at
 tile_block = 16 was one block, and one thread did all the work -- res4b_branch2b ran 1.04x
 faster on 2 threads than on 1 (Zen 3 host), 1.07x on 16 (lent 16-core Intel VM).
 
@@ -87,16 +87,24 @@ MR_AUTO = tuple(mr for mr in (4, 5, 6) if tile_unfit(mr, DEFAULT_NR) is None) or
 MR4_ROW_COST = 1.1
 
 
+# The fused schedule's smallest block cut for threads: each block's GEMMs read all of U, so
+# blocks of fewer tiles than a GEMM panel's rows (MR_AUTO's least) add reads of U and little
+# parallel work: on the lent 16-core Intel VM VGG-16's conv5_1 (16 tiles) ran in 2.50 ms at
+# 16 threads with blocks of 1 tile, 1.96 ms at 4 threads with blocks of 4.
+FUSED_MIN_TILES = 4
+
+
 def fused_block(n_tiles: int, tile_block: int, threads: int) -> int:
     """Tiles per block of the fused schedule: the fewest blocks of at most ``tile_block``
-    tiles whose count is a multiple of ``threads`` (while there are tiles for it), all of one
-    size but the last.  Each thread then gets as many blocks and as many tiles as the others
-    (less one block's remainder): 49 tiles at tile_block 16 on 2 threads are 4 blocks of 13,
-    13, 13 and 10 (not 16, 16, 16 and 1: 32 tiles on one thread, 17 on the other), and 16
-    tiles on 2 threads are 2 blocks of 8."""
-    n_blocks = -(-n_tiles // max(1, min(tile_block, n_tiles)))
+    tiles whose count is a multiple of ``threads``, all of one size but the last, and none
+    cut below FUSED_MIN_TILES tiles for the threads' sake.  Each thread then gets as many
+    blocks and as many tiles as the others (less one block's remainder): 49 tiles at
+    tile_block 16 on 2 threads are 4 blocks of 13, 13, 13 and 10 (not 16, 16, 16 and 1: 32
+    tiles on one thread, 17 on the other), and 16 tiles on 2 threads are 2 blocks of 8."""
+    tile_block = max(1, min(tile_block, n_tiles))
+    n_blocks = -(-n_tiles // tile_block)
     n_blocks = min(n_tiles, -(-n_blocks // threads) * threads)
-    return -(-n_tiles // n_blocks)
+    return max(-(-n_tiles // n_blocks), min(tile_block, FUSED_MIN_TILES))
 
 
 def micro_rows(n_tiles: int, tile_block: int) -> int:

@@ -268,19 +268,18 @@ def test_fused_result_does_not_depend_on_the_thread_count():
 
 @pytest.mark.parametrize("tiles, tile_block, threads, block", [
     (16, 16, 2, 8),     # a 14x14 layer: one block would leave the second thread idle
-    (16, 16, 16, 1),    # one tile per thread
-    (16, 64, 32, 1),    # more threads than tiles: a tile per block, some threads idle
+    (16, 16, 4, 4),     # a block of FUSED_MIN_TILES per thread
+    (16, 16, 16, 4),    # not cut below FUSED_MIN_TILES: 4 threads of 16 get a block
+    (16, 3, 16, 3),     # a tile_block below it is kept as asked
     (49, 16, 2, 13),    # 13, 13, 13, 10 rather than 16, 16, 16, 1 (32 tiles vs 17)
     (49, 16, 1, 13),    # the same even cut on one thread
     (196, 64, 2, 49),   # 4 blocks, 2 per thread
-    (4, 1024, 1, 4),    # one block holds them all
+    (196, 16, 2, 14),   # 14 blocks of 14, 7 per thread
+    (4, 1024, 2, 4),    # one block holds them all
 ])
 def test_fused_blocks_are_even_and_one_per_thread_at_least(tiles, tile_block, threads, block):
     assert winograd.fused_block(tiles, tile_block, threads) == block
-    n_blocks = -(-tiles // block)
     assert block <= tile_block
-    assert n_blocks >= min(threads, tiles)
-    assert n_blocks % threads == 0 or n_blocks == tiles
 
 
 def test_a_fused_layer_with_one_block_of_tiles_is_split_over_the_threads():
