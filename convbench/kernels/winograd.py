@@ -24,9 +24,10 @@ one parallel region per call.  On the Zen 3 host (1 and 2 threads, warm, F(4x4))
 VGG-16's conv1_2 in 26.8 / 15.2 ms against staged's 29.5 / 21.6, ResNet-50's res2a_branch2b
 in 1.66 / 0.90 ms against 1.87 / 1.17.  The fused schedule's threads share out whole blocks,
 so it cuts the tiles into at least one block per thread, of even size and no smaller than
-FUSED_MIN_TILES (:func:`fused_block`): with ``tile_block`` taken as given, a 14x14 layer (16 tiles) at
-tile_block = 16 was one block, and one thread did all the work -- res4b_branch2b ran 1.04x
-faster on 2 threads than on 1 (Zen 3 host), 1.07x on 16 (lent 16-core Intel VM).
+FUSED_MIN_TILES (:func:`fused_block`): with ``tile_block`` taken as given, a 14x14 layer
+(16 tiles) at tile_block = 16 was one block, and one thread did all the work --
+res4b_branch2b ran 1.04x faster on 2 threads than on 1 (Zen 3 host), 1.07x on 16 (lent
+16-core Intel VM).
 
 Why ``gemm=own``: with few tiles (ResNet-50's 7x7 layers: 4 tiles of 4x4) the GEMMs have
 M = 4 and are bound by reading U (36 * IC * OC * 4 bytes: 37.7 MB at IC = OC = 512, more
