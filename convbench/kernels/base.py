@@ -127,6 +127,10 @@ IoLayouts = Callable[[str, Mapping[str, ParamValue]], tuple[str, str]]
 # where a sweep's fixed grid is the same for every layer.  A list, not per-knob domains:
 # the knobs prune each other (reg_n x oc_bn must fit the register file).
 TuningSpace = Callable[[ConvProblem], Sequence[Mapping[str, ParamValue]]]
+# The sweep grid's domains for one layer where a knob's useful values depend on its shape
+# (a block size larger than the channel count only pads with zeros); knobs it leaves out
+# keep their Param's domain, and a suite's ``sweep.params`` replaces either.
+LayerDomains = Callable[[ConvProblem], Mapping[str, tuple[ParamValue, ...]]]
 
 
 def always(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]) -> str | None:
@@ -164,6 +168,7 @@ class Algorithm:
         """The layouts :class:`Prepared` ``in_layout``/``out_layout`` will have."""
         return (layout, layout) if self.io_layouts is None else self.io_layouts(layout, params)
     tuning_space: TuningSpace | None = None
+    layer_domains: LayerDomains | None = None
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -175,10 +180,12 @@ class Algorithm:
     def defaults(self) -> dict[str, ParamValue]:
         return {p.name: p.default for p in self.params}
 
-    def param_grid(self, overrides: Mapping[str, tuple[ParamValue, ...]] | None = None
-                   ) -> Iterator[dict[str, ParamValue]]:
-        """Cartesian product of parameter domains (``overrides`` replaces some domains)."""
-        overrides = overrides or {}
+    def param_grid(self, overrides: Mapping[str, tuple[ParamValue, ...]] | None = None,
+                   problem: ConvProblem | None = None) -> Iterator[dict[str, ParamValue]]:
+        """Cartesian product of parameter domains: ``overrides`` (a suite's) replaces some,
+        ``layer_domains(problem)`` sets others for that layer, the Params' give the rest."""
+        layer = self.layer_domains(problem) if self.layer_domains and problem else {}
+        overrides = {**layer, **(overrides or {})}
         names = [p.name for p in self.params]
         domains = [tuple(overrides.get(p.name, p.domain)) for p in self.params]
         for combo in itertools.product(*domains):

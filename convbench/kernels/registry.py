@@ -169,6 +169,6 @@ def variants(problem: ConvProblem, names: tuple[str, ...] | None = None,
         for layout in alg.layouts:
             if layouts and layout not in layouts:
                 continue
-            for combo in alg.param_grid(params.get(name)):
+            for combo in alg.param_grid(params.get(name), problem):
                 yield Variant.of(name, layout, combo), alg.applies(problem, layout, combo)
 

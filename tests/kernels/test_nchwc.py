@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from convbench import host
 from convbench.harness.inputs import make_inputs
+from convbench.harness.verify import verify
 from convbench.kernels import layouts, nchwc, registry
 from convbench.kernels.asm import dispatcher_asm, hot_block_spills, kernel_profiles
 from convbench.kernels.reference import Reference
@@ -140,3 +141,22 @@ def test_kernel_has_packed_fmas(oc_bn, reg_n, unroll_ker):
     assert prepared.hot_kernels() == (prepared.kernel,)
     (profile,) = kernel_profiles(prepared)
     assert profile.profile.vectorised and profile.profile.scalar_fma == 0, profile
+
+
+def test_the_stem_runs_its_input_channels_as_one_block_in_the_sweep_grid():
+    """A layer with fewer input channels than IC_BN's smallest block gets ic_bn = IC in the
+    grid (no zero-padded channels); wider layers keep IC_BN; a suite's domain wins."""
+    stem = ConvProblem.make(mb=1, ic=3, oc=64, ih=32, iw=32, kh=7, kw=7, sh=2, sw=2, ph=3, pw=3)
+    wide = ConvProblem.make(mb=1, ic=64, oc=64, ih=14, iw=14, kh=3, kw=3, ph=1, pw=1)
+
+    def ic_bns(problem, params=None):
+        return {v.param_dict["ic_bn"] for v, _ in registry.variants(problem, ("nchwc",),
+                                                                    params=params)}
+
+    assert ic_bns(stem) == {3}
+    assert ic_bns(wide) == set(nchwc.IC_BN)
+    assert ic_bns(stem, {"nchwc": {"ic_bn": (8,)}}) == {8}
+    x, w = make_inputs(stem, seed=4)
+    variant = next(v for v, skip in registry.variants(stem, ("nchwc",)) if skip is None)
+    verdict, _ = verify(stem, variant, Reference(stem, x, w), x, w)
+    assert verdict.status == "ok", verdict.reason
