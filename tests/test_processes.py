@@ -105,13 +105,17 @@ def test_a_per_process_bias_is_no_false_alarm(tmp_path: Path, gated_env, cli) ->
 
 
 CONTROLS = ("conv3x3|direct/nchw|t1|vauto", "conv3x3|im2col/nchw/gemm=blas|t1|vauto")
-PAIR_ATTEMPTS = 6
+# 6 attempts were not enough on 2026-11-27: a clean-clone CI on the Zen 3 host found no steady
+# pair in 6 (the direct control moved 0.71-1.21x between the runs of a pair, im2col
+# 0.94-1.08x), while the same host passed the test in the CI before; a steady pair costs
+# nothing extra, a noisy stretch costs ~30 s a pair more.
+PAIR_ATTEMPTS = 10
 AB_PROCESSES = 5
 # A pair is steady when both controls moved less than this (ref-normalised ratio): a CI
 # pair on the Zen 3 host whose controls both came out 4-4.5% faster in run b, each below
 # the 5% threshold and so "no change", showed t_gated at 1.068 (interval 0.993-1.144): the
 # ~10% effect less the host's drift.  On that host's noisy days the controls moved 0.71-1.32x
-# between back-to-back runs, and 2 to 3 of 4 pairs at most 4% (hence 6 attempts).
+# between back-to-back runs, and 2 to 3 of 4 pairs at most 4% (hence several attempts).
 STEADY = 0.04
 
 
