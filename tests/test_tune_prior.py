@@ -124,8 +124,7 @@ def test_a_prior_from_another_layer_measures_only_its_best_ranked(tuned, tmp_pat
     configs = [prior.Config.of(r["algorithm"], r["layout"], r["params"]) for r in tuned_first]
     layouts = [registry.get(r["algorithm"]).activation_layouts(r["layout"], r["params"])
                for r in tuned_first]
-    order, exploring = prior.rank(parse_descriptor(found[0]["descriptor"]),
-                                              configs, known)
+    order, exploring = prior.rank(parse_descriptor(found[0]["descriptor"]), configs, known)
     field = prior.layout_cover(order, layouts, 3, exploring)
     assert {prior.Config.of(r["algorithm"], r["layout"], r["params"]) for r in first} == \
         {configs[i] for i in field}

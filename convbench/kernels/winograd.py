@@ -98,10 +98,12 @@ FUSED_MIN_TILES = 4
 def fused_block(n_tiles: int, tile_block: int, threads: int) -> int:
     """Tiles per block of the fused schedule: the fewest blocks of at most ``tile_block``
     tiles whose count is a multiple of ``threads``, all of one size but the last, and none
-    cut below FUSED_MIN_TILES tiles for the threads' sake.  Each thread then gets as many
-    blocks and as many tiles as the others (less one block's remainder): 49 tiles at
-    tile_block 16 on 2 threads are 4 blocks of 13, 13, 13 and 10 (not 16, 16, 16 and 1: 32
-    tiles on one thread, 17 on the other), and 16 tiles on 2 threads are 2 blocks of 8."""
+    cut below FUSED_MIN_TILES tiles for the threads' sake.  Where that floor does not bind,
+    each thread then gets as many blocks and as many tiles as the others (less one block's
+    remainder); where it does, some threads get none (16 tiles on 16 threads: 4 blocks of 4,
+    12 threads idle).  49 tiles at tile_block 16 on 2 threads are 4 blocks of 13, 13, 13
+    and 10 (not 16, 16, 16 and 1: 32 tiles on one thread, 17 on the other), and 16 tiles on
+    2 threads are 2 blocks of 8."""
     tile_block = max(1, min(tile_block, n_tiles))
     n_blocks = -(-n_tiles // tile_block)
     n_blocks = min(n_tiles, -(-n_blocks // threads) * threads)
@@ -299,9 +301,9 @@ class WinogradNHWC(Prepared):
         self.gemm, self.schedule = gemm, schedule
         self.tiles_h, self.tiles_w = -(-p.oh // m), -(-p.ow // m)
         self.n_tiles = p.mb * self.tiles_h * self.tiles_w
-        self.tile_block = min(tile_block, self.n_tiles)
-        if schedule == FUSED:   # built in the worker, under the threads it runs with
-            self.tile_block = fused_block(self.n_tiles, tile_block, numba.get_num_threads())
+        # fused: built in the worker, under the threads it runs with
+        self.tile_block = (fused_block(self.n_tiles, tile_block, numba.get_num_threads())
+                           if schedule == FUSED else min(tile_block, self.n_tiles))
         self.blocking = Blocking(MR=mr or micro_rows(self.n_tiles, self.tile_block))
         if gemm == "own":   # only the panels are kept: (alpha^2, OC/NR, IC, NR)
             self.u = self.blocking.pack_b_batch(np.ascontiguousarray(u, np.float32))
