@@ -25,6 +25,7 @@ from convbench.kernels.gemm import (
     DEFAULT_KC,
     DEFAULT_MC,
     Blocking,
+    block_panels,
     blocking_from,
     blocking_unfit,
     tile_space,
@@ -75,6 +76,7 @@ class IndirectNHWC(Prepared):
         whole_k = Blocking(blocking.MR, blocking.NR, blocking.MC, k, blocking.NC)
         self.wpacked = [whole_k.pack_b(hwio[g])[0] for g in range(p.g)]
         self.taps_per_chunk = max(1, blocking.KC // p.icg)
+        self.panels_per_block = block_panels(rows // blocking.MR, blocking.MR, blocking.MC)
         self.packed_weight_bytes = sum(b.nbytes for b in self.wpacked)
         # a group's output columns are strided in NHWC: it is computed into a contiguous
         # buffer and copied, so the kernel sees one layout of C (a strided C is another
@@ -105,7 +107,7 @@ class IndirectNHWC(Prepared):
         for g in range(p.g):   # a group reads its channels: shift x (and the zero vector's gap)
             out = c if self.gout is None else self.gout
             self.kernels.indirect(flat[g * p.icg:], self.bound, self.taps, p.icg,
-                                  self.wpacked[g], out, self.taps_per_chunk, self.blocking.MC)
+                                  self.wpacked[g], out, self.taps_per_chunk, self.panels_per_block)
             if self.gout is not None:
                 c[:, g * p.ocg:(g + 1) * p.ocg] = self.gout
 
@@ -119,6 +121,7 @@ class IndirectNHWC(Prepared):
                 "indirection_entries": int(self.offsets.size),
                 "zero_vector_taps": padding_taps,
                 "taps_per_chunk": self.taps_per_chunk,
+                "panels_per_block": self.panels_per_block,
                 "rebinds": self.rebinds}
 
 

@@ -15,6 +15,7 @@ from convbench.kernels.gemm import (
     NR_CHOICES,
     REGISTERS,
     Blocking,
+    block_panels,
     blocking_from,
     blocking_unused,
     micro_kernels,
@@ -146,3 +147,26 @@ def test_tiles_cached_by_different_processes_stay_apart(tmp_path):
         proc = subprocess.run([sys.executable, "-c", _TILE_SCRIPT, tiles], env=env,
                               capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize(("panels", "mr", "mc", "per_block"), [
+    (33, 6, 100, 11),     # 14 x 14 = 196 rows: 16 + 16 + 1 panels before, 11 + 11 + 11 now
+    (131, 6, 100, 15),    # 28 x 28 = 784 rows: nine blocks, 15 x 8 + 11
+    (523, 6, 100, 16),    # 56 x 56: 33 blocks of 16 (one of 11), as before
+    (9, 6, 100, 9),       # 7 x 7: one block
+    (10, 6, 4, 1),        # MC below MR: one panel per block
+])
+def test_block_panels_even_out_the_mc_blocks(panels, mr, mc, per_block):
+    assert block_panels(panels, mr, mc) == per_block
+
+
+@settings(max_examples=200, deadline=None)
+@given(panels=st.integers(1, 2000), mr=st.sampled_from(MR_CHOICES), mc=st.integers(1, 512))
+def test_block_panels_keep_the_fewest_blocks_of_at_most_mc_rows(panels, mr, mc):
+    most = max(1, mc // mr)
+    per = block_panels(panels, mr, mc)
+    blocks = -(-panels // per)
+    assert per <= most                        # a block still fits MC rows (L2)
+    assert blocks == -(-panels // most)       # no more blocks (tasks) than before
+    last = panels - (blocks - 1) * per
+    assert 0 < last <= per and per - last < blocks   # within a panel a block of the rest

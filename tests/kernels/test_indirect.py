@@ -75,3 +75,13 @@ def test_indirect_micro_kernel_has_packed_fmas():
     profile = fp_profile(dispatcher_asm(Blocking().kernels.indirect))
     assert profile.total_packed_fma >= Blocking().MR and profile.scalar_fma == 0, profile
     assert np.isfinite(profile.widest)
+
+
+def test_a_14x14_layer_runs_in_even_mc_blocks():
+    """196 output rows are 33 panels of MR = 6: blocks of 11, 11, 11 at MC = 100 (were 16,
+    16, 1, a thread's worth of tasks with one panel each), and the result still checks."""
+    p = ConvProblem.make(ic=8, oc=40, ih=14, kh=1)
+    params = {"MR": 6, "NR": 16, "MC": 100, "KC": 256}
+    assert check_variant(p, "indirect", "nhwc", params) == "ok"
+    _, w = make_inputs(p)
+    assert IndirectNHWC(p, w, Blocking(6, 16, 100, 256)).info()["panels_per_block"] == 11
