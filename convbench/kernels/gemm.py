@@ -386,16 +386,25 @@ def blocking_from(params: Mapping[str, ParamValue]) -> Blocking:
     return Blocking(*(int(params.get(p.name, p.default)) for p in BLOCKING_PARAMS))
 
 
+def even_block(n: int, most: int, multiple: int = 1) -> int:
+    """Items per block when ``n`` items are cut into the fewest blocks of at most ``most``,
+    their count rounded up to a multiple of ``multiple`` (the threads; never more blocks than
+    items), all of one size but the last, which is short by fewer items than there are
+    blocks.  The rule behind :func:`block_panels` and Winograd's ``fused_block``: threads
+    that take equal counts of blocks then get equal work."""
+    n = max(1, n)
+    blocks = _ceil(n, max(1, min(most, n)))
+    return _ceil(n, min(n, _ceil(blocks, multiple) * multiple))
+
+
 def block_panels(n_panels: int, mr: int, mc: int) -> int:
-    """MR row panels per MC block: as few blocks as MC (rows) allows, all one size but the
-    last panel or so.  The threads take (MC block, NR panel) tasks in equal counts, so a
-    block of one panel beside blocks of 16 left a thread idle: on a 14 x 14 layer (196 rows,
-    33 panels of MR = 6) blocks of 16, 16, 1 gave one of 2 threads 73% of the work (the
-    indirect kernel ran res4b_branch2a only 1.35x faster on 2 threads than on 1, Zen 3);
-    11, 11, 11 give each half."""
-    most = max(1, mc // mr)
-    blocks = _ceil(max(1, n_panels), most)
-    return _ceil(max(1, n_panels), blocks)
+    """MR row panels per MC block (:func:`even_block`: as few blocks as MC rows allow, one
+    size).  The threads take (MC block, NR panel) tasks in equal counts, so a block of one
+    panel beside blocks of 16 left a thread idle: on a 14 x 14 layer (196 rows, 33 panels of
+    MR = 6) blocks of 16, 16, 1 gave one of 2 threads 73% of the work (the indirect kernel
+    ran res4b_branch2a only 1.35x faster on 2 threads than on 1, Zen 3); 11, 11, 11 give
+    each half."""
+    return even_block(n_panels, mc // mr)
 
 
 # The GEMM behind im2col, Winograd and Strassen, one sweep parameter for all three.

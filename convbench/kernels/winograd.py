@@ -62,6 +62,7 @@ from convbench.kernels.gemm import (
     GEMM_BACKENDS,
     MR_CHOICES,
     Blocking,
+    even_block,
     gemm_backend,
     micro_kernels,
     tile_unfit,
@@ -104,10 +105,8 @@ def fused_block(n_tiles: int, tile_block: int, threads: int) -> int:
     12 threads idle).  49 tiles at tile_block 16 on 2 threads are 4 blocks of 13, 13, 13
     and 10 (not 16, 16, 16 and 1: 32 tiles on one thread, 17 on the other), and 16 tiles on
     2 threads are 2 blocks of 8."""
-    tile_block = max(1, min(tile_block, n_tiles))
-    n_blocks = -(-n_tiles // tile_block)
-    n_blocks = min(n_tiles, -(-n_blocks // threads) * threads)
-    return max(-(-n_tiles // n_blocks), min(tile_block, FUSED_MIN_TILES))
+    floor = min(max(1, min(tile_block, n_tiles)), FUSED_MIN_TILES)
+    return max(even_block(n_tiles, tile_block, threads), floor)
 
 
 def micro_rows(n_tiles: int, tile_block: int) -> int:
