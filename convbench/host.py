@@ -25,6 +25,8 @@ CACHE_SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
 GOVERNOR_SYSFS = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
 SVE_LENGTH = "/proc/sys/abi/sve_default_vector_length"
 FEATURES_ENV = "NUMBA_CPU_FEATURES"
+# a simulated counting pass compiles for the CPU valgrind shows (harness/counters/sim_cpu.py)
+SIM_WIDTH_PREFIX = "sim-"
 _PREFER_256 = "prefer-256-bit"
 _X86 = ("x86_64", "amd64", "i386", "i686")
 _ARM64 = ("aarch64", "arm64")

@@ -78,9 +78,11 @@ def chunks(cases: Sequence[Case], parts: int) -> list[list[Case]]:
 
 def compile_ahead(jobs: Sequence[tuple[list[Case], Job]], workers: int, timeout: float,
                   scratch: Path | None,
-                  on_done: Callable[[list[Case], Job], None]) -> None:
-    """Run every compile-only ``job`` (its cases, the job), ``workers`` at a time; call
-    ``on_done`` for each job whose worker ended without a failed case."""
+                  on_done: Callable[[list[Case], Job], None],
+                  prefix: Sequence[str] = ()) -> None:
+    """Run every compile-only ``job`` (its cases, the job), ``workers`` at a time, each
+    worker's command after ``prefix``; call ``on_done`` for each job whose worker ended
+    without a failed case."""
     from convbench.harness.supervise import WorkerProcess
 
     def one(item: tuple[list[Case], Job]) -> None:
@@ -91,7 +93,7 @@ def compile_ahead(jobs: Sequence[tuple[list[Case], Job]], workers: int, timeout:
             if isinstance(message, Result) and message.status != Status.OK:
                 failed.append(message)
 
-        end = WorkerProcess(job, timeout, (), scratch).run(on_message)
+        end = WorkerProcess(job, timeout, prefix, scratch).run(on_message)
         if end.status is None and not failed:
             on_done(cases, job)
 

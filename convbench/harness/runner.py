@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 from convbench.errors import ConvbenchError
 from convbench.harness import affinity, counters, memory, precompile, sysinfo, system
-from convbench.harness.counters import cache_models
+from convbench.harness.counters import cache_models, sim_cpu
 from convbench.harness.options import RunOptions, check_counters_available, make_plan
 from convbench.harness.plan import Case, Plan
 from convbench.harness.protocol import (
@@ -81,6 +81,20 @@ class Runner:
         self.pending: dict[str, list[Result]] = {}   # ok results of a group's processes
         kill_after = os.environ.get(KILL_AFTER_ENV, "")
         self.kill_after = int(kill_after) if kill_after.isdigit() else None
+        self.sim_cpu: tuple[str, str] | None = None   # what numba sees under valgrind
+
+    def count_env(self) -> list[str]:
+        """``env`` assignments that make a counting pass's code the simulated CPU's,
+        natively (compile-ahead) and under valgrind alike (counters/sim_cpu.py)."""
+        if self.sim_cpu is None:
+            return []
+        return ["env", *(f"{k}={v}" for k, v in sim_cpu.compile_env(self.sim_cpu).items())]
+
+    def width_for(self, case: Case, limits: dict[str, Any] | None, count_only: bool) -> str:
+        """The width ``case``'s code is compiled for in a timing or a counting pass."""
+        if count_only:
+            return sim_cpu.compile_width(self.sim_cpu)
+        return compile_width(case.vector_width, limits)
 
     def sim_geometry(self) -> dict[str, str]:
         """callgrind's i1/d1/ll for the named cache model; {} (the host's) without one."""
@@ -131,13 +145,16 @@ class Runner:
         finally:
             self.scratch.remove()
 
-    def compile_ahead(self, groups: list[list[Case]]) -> None:
+    def compile_ahead(self, groups: list[list[Case]], count_only: bool = False) -> None:
         """Compile the kernels of every case not yet compiled on this host in
-        compile-only workers, one per allowed CPU at once (harness/precompile.py)."""
+        compile-only workers, one per allowed CPU at once (harness/precompile.py); for a
+        counting pass, natively for the CPU valgrind shows (counters/sim_cpu.py)."""
         limits = sysinfo.machine(self.store.environment)
+        if count_only and self.sim_cpu is None:
+            return   # unknown: the counting workers compile under valgrind, as before
         jobs = []
         for group in groups:
-            width = compile_width(group[0].vector_width, limits, False)
+            width = self.width_for(group[0], limits, count_only)
             todo = [c for c in group if precompile.needs_compile(c, width)]
             for part in precompile.chunks(todo, len(self.pool)):
                 jobs.append((part, job_for(part, self.plan.timing, "none", self.options.seed,
@@ -152,8 +169,10 @@ class Runner:
         started = time.perf_counter()
         precompile.compile_ahead(
             jobs, len(self.pool), self.plan.timing.timeout, self.scratch.path,
-            lambda cases, job: precompile.mark_compiled(cases, job.compile_width))
-        self.store.environment["compiled_ahead"] = {
+            lambda cases, job: precompile.mark_compiled(cases, job.compile_width),
+            prefix=self.count_env() if count_only else [])
+        key = "compiled_ahead_for_counts" if count_only else "compiled_ahead"
+        self.store.environment[key] = {
             "workers": len(jobs), "at_once": len(self.pool),
             "cases": sum(len(cases) for cases, _job in jobs),
             "seconds": round(time.perf_counter() - started, 2)}
@@ -179,7 +198,7 @@ class Runner:
                 measured.append(case)
         if not count_only:   # their kernels are in numba's cache: no compile-ahead next run
             precompile.mark_compiled(
-                measured, compile_width(group[0].vector_width, limits, count_only))
+                measured, self.width_for(group[0], limits, count_only))
         self.store.save_environment()   # the group's worker settings, restarts
 
     def run_process(self, group: list[Case], remaining: list[Case], count_only: bool,
@@ -195,8 +214,9 @@ class Runner:
             # before its region allocates more and counts other D1 misses (2 of 733 seen);
             # the worker reads its own dumps, so the directory goes when the worker ends
             out_dir = str(self.scratch.new("convbench-sim-")) if count_only else None
-            prefix = (counters.worker_prefix(self.options.counters, out_dir=out_dir,
-                                             **self.sim_geometry())
+            prefix = ([*self.count_env(),
+                       *counters.worker_prefix(self.options.counters, out_dir=out_dir,
+                                               **self.sim_geometry())]
                       if count_only else [])
             # The restarted worker gets the very same job: under simulation any difference
             # in what a worker reads before its region (a longer job file, say) moves the
@@ -206,8 +226,7 @@ class Runner:
                           self.options.seed, count_only, self.options.cold_bytes,
                           affinity.cpus_for(self.pool, todo[0].threads),
                           restart_if_compiled=restarts < MAX_RESTARTS, process=process,
-                          compile_width=compile_width(todo[0].vector_width, limits,
-                                                      count_only),
+                          compile_width=self.width_for(todo[0], limits, count_only),
                           memory_limit=self.memory_limit)
             worker = WorkerProcess(job, self.plan.timing.timeout, prefix, self.scratch.path)
             try:
@@ -276,20 +295,22 @@ class Runner:
         counted = set(self.store.manifest.setdefault("counted", []))
         ok = {r["case_id"] for r in self.store.rows if r["status"] == Status.OK}
         cases = [c for c in self.plan.cases if c.case_id in ok and c.case_id not in counted]
+        if not cases:
+            return
+        self.sim_cpu = sim_cpu.simulated_cpu()
+        self.compile_ahead(self.plan.groups(cases), count_only=True)
         for group in self.plan.groups(cases):
             self.run_group(group, count_only=True)
             self.store.mark_counted([c.case_id for c in group])
 
 
-def compile_width(width: str, limits: dict[str, Any] | None, count_only: bool) -> str:
-    """The width a case's code is compiled for: an explicit width as asked; ``auto`` the
+def compile_width(width: str, limits: dict[str, Any] | None) -> str:
+    """The width a case's code is timed at: an explicit width as asked; ``auto`` the
     host's measured fastest (machine limits), or LLVM's default ("") without limits.
-    A simulated counting pass keeps ``auto`` at LLVM's default: valgrind executes no
-    AVX-512, and numba, seeing valgrind's CPU, picks what it can run."""
+    A simulated counting pass compiles for the CPU valgrind shows instead (valgrind
+    executes no AVX-512): :meth:`Runner.width_for`."""
     if width != "auto":
         return width
-    if count_only:
-        return ""
     from convbench.machine.store import fastest_width
 
     return fastest_width(limits) or ""

@@ -39,7 +39,7 @@ from convbench.harness.protocol import (
     Settings,
 )
 from convbench.harness.threads import SETTLE_N, use_threads
-from convbench.host import FEATURES_ENV, cpu_features
+from convbench.host import FEATURES_ENV, SIM_WIDTH_PREFIX, cpu_features
 from convbench.status import Status
 
 PROCESS_ENV = "CONVBENCH_PROCESS"
@@ -285,7 +285,9 @@ def main(argv: list[str] | None = None) -> int:
         memory.apply(job.memory_limit)
     # which of its group's worker processes this is, for a kernel or library to read
     os.environ[PROCESS_ENV] = str(job.process)
-    apply_vector_width(job.compile_width or "auto")  # before anything imports numba
+    if not job.compile_width.startswith(SIM_WIDTH_PREFIX):
+        # before anything imports numba; a counting pass's CPU comes in the environment
+        apply_vector_width(job.compile_width or "auto")
     if job.cpus:
         affinity.pin(job.cpus)  # before numba's and OpenBLAS's threads start
     with os.fdopen(args.fd, "w") as stream:
