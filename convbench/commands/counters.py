@@ -10,7 +10,7 @@ import click
               help="Comma-separated overrides: role=event, fp:event*ops, or extra events.")
 def command(events_: str) -> None:
     """List the counter backends available here and each event's support, with reasons."""
-    from convbench.harness.counters import events, parse, perf, sim
+    from convbench.harness.counters import events, parse, perf, sim, sim_cpu
     from convbench.host import detect_cpu
 
     cpu = detect_cpu()
@@ -47,3 +47,8 @@ def command(events_: str) -> None:
     geometry = ", ".join(f"{k} {v}" for k, v in sim.geometry().items())
     click.echo(f"backend sim: {'available, ' + version if version else 'unavailable: no valgrind'}"
                f"; cache geometry (size,assoc,line) {geometry or 'unknown'}")
+    if version:
+        # what a counting pass's kernels are compiled for (numba sees valgrind's CPU)
+        cpu = sim_cpu.simulated_cpu()
+        click.echo("sim compiles for: " + (f"{cpu[0]} ({sim_cpu.compile_width(cpu)})" if cpu
+                                          else "unknown (the probe under valgrind failed)"))
