@@ -149,9 +149,9 @@ class Runner:
         """Compile the kernels of every case not yet compiled on this host in
         compile-only workers, one per allowed CPU at once (harness/precompile.py); for a
         counting pass, natively for the CPU valgrind shows (counters/sim_cpu.py)."""
-        limits = sysinfo.machine(self.store.environment)
         if count_only and self.sim_cpu is None:
             return   # unknown: the counting workers compile under valgrind, as before
+        limits = sysinfo.machine(self.store.environment)
         jobs = []
         for group in groups:
             width = self.width_for(group[0], limits, count_only)

@@ -20,27 +20,29 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from convbench import host
+from convbench.results.store import write_json
 
 _PROBE = ("from llvmlite import binding as b; "
           "print(b.get_host_cpu_name()); print(b.get_host_cpu_features().flatten())")
 _PROBE_TIMEOUT_S = 120
 
 
-def _cache_file() -> str:
+def _cache_file() -> Path:
     import llvmlite
 
     from convbench.harness.counters.sim import valgrind_version
 
+    cpu = host.detect_cpu()
     key = "\n".join((str(valgrind_version()), sys.executable, llvmlite.__version__,
-                     host.detect_cpu().model_name, " ".join(host.detect_cpu().flags)))
+                     cpu.model_name, " ".join(cpu.flags)))
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return str(host.cache_dir() / f"sim-cpu-{digest}.json")
+    return host.cache_dir() / f"sim-cpu-{digest}.json"
 
 
 def simulated_cpu() -> tuple[str, str] | None:
@@ -51,8 +53,7 @@ def simulated_cpu() -> tuple[str, str] | None:
         return None
     path = _cache_file()
     with contextlib.suppress(OSError, ValueError, KeyError):
-        with open(path) as f:
-            known = json.load(f)
+        known = json.loads(path.read_text())
         return known["name"], known["features"]
     try:
         done = subprocess.run([exe, "-q", "--tool=none", sys.executable, "-c", _PROBE],
@@ -64,11 +65,8 @@ def simulated_cpu() -> tuple[str, str] | None:
         return None
     name, features = lines
     with contextlib.suppress(OSError):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump({"name": name, "features": features}, f)
-        os.replace(tmp, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, {"name": name, "features": features})
     return name, features
 
 
