@@ -299,7 +299,11 @@ class RegisterFile:
 # tiles compile to zmm at either vector width (prefer-256-bit tunes only the vectorisers).
 # On an AMD EPYC Zen 3 (LLVM's znver3 schedule) 13 x 8 and 14 x 8 spilled (4 and 6 stack
 # accesses in the loop) where 12 x 8 and 6 x 16 did not: the ymm budget is 12, which holds
-# on both AMD hosts.
+# on both AMD hosts.  The zmm budget of 28 is kept for every AVX-512 host: on
+# the Zen 4 host (numba 0.68, znver4 schedule, the broadcast input folded into each FMA as
+# {1to16}) 31 x 16 and 14 x 32 kept everything in registers, 32 x 16 and 15 x 32 spilled
+# (7 and 6 stack accesses in the loop); a schedule that keeps the broadcast in a register
+# needs one more.
 ZMM = RegisterFile("zmm", 16, 32, 28)
 YMM = RegisterFile("ymm", 8, 16, 12)
 NEON = RegisterFile("NEON q", 4, 32, 24)
