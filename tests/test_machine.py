@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -142,3 +143,53 @@ def test_older_limits_files_are_not_loaded(tmp_path):
     path = tmp_path / "old.json"
     path.write_text(json.dumps({"format_version": 1, "peak_gflops": {"1": {"256": 1.0}}}))
     assert store.load(path) is None
+
+
+def test_peak_operands_give_each_thread_whole_cache_lines():
+    """The FMA peak's operands start on a page, so no two threads' chains share a cache
+    line: with x 16 bytes off a line, the 2-thread 512-bit peak measured 150-157 GFLOP/s
+    instead of 227-232 on the Zen 4 host, below what conv kernels reached."""
+    from convbench.machine import kernels
+
+    for threads in (1, 2, 3):
+        a, b, x = kernels.fma_operands(threads)
+        for arr in (a, b, x):
+            assert arr.ctypes.data % 4096 == 0 and arr.flags.c_contiguous
+        assert x[0].nbytes % 64 == 0   # each thread's chains end on a line boundary
+        assert np.all(x[:, 1] > x[:, 0]) and a.dtype == b.dtype == x.dtype == np.float32
+
+
+def test_a_multi_thread_peak_far_below_linear_is_measured_again(monkeypatch):
+    """Two threads that ran at the rate of one (seen on the Zen 4 host for whole
+    measurements) are measured again, the best attempt kept; retries are bounded, and a
+    plausible figure is not retried.  The FMA kernels run for real; only the timer's
+    answers are scripted, as the host's two speeds."""
+    from convbench.machine import kernels, peak, timing
+
+    real = timing.best_seconds
+    script: list[float] = []   # seconds per FLOP-normalised call, consumed per measurement
+    calls: list[int] = []
+
+    def scripted(call, min_seconds, repeats, start=1):
+        n, _ = real(call, 0.0, 1)
+        calls.append(kernels.numba.get_num_threads())
+        return n, script.pop(0) * n if script else 1e-9 * n
+
+    monkeypatch.setattr(timing, "best_seconds", scripted)
+    monkeypatch.setattr(peak, "_sixteen_vector_registers", lambda _features: True)  # 8 chains
+    per_call = 2 * kernels.CHAINS * kernels.LANES * kernels.STEPS   # flops per n per thread
+    one = 1e-9 * per_call / 100.0                 # 100 GFLOP/s on one thread
+    # two threads at one thread's total rate four times, then at twice it
+    script[:] = [one, one * 2, one * 2, one * 2, one * 2, one]
+    result = peak._measure_here([1, 2], 0.0, 1)
+    assert calls == [1, 2, 2, 2, 2, 2]
+    assert result["gflops"]["2"] == pytest.approx(200.0, rel=1e-6)
+    # plausible on the first try: measured once; never more than 1 + SCALING_RETRIES times
+    calls.clear()
+    script[:] = [one, one]
+    assert peak._measure_here([1, 2], 0.0, 1)["gflops"]["2"] == pytest.approx(200.0, rel=1e-6)
+    assert calls == [1, 2]
+    calls.clear()
+    script[:] = [one] + [one * 2] * 10
+    assert peak._measure_here([1, 2], 0.0, 1)["gflops"]["2"] == pytest.approx(100.0, rel=1e-6)
+    assert calls == [1] + [2] * (1 + peak.SCALING_RETRIES)

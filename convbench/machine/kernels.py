@@ -10,6 +10,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from convbench.harness.inputs import page_aligned
+
 # FMA chains: each (thread, chain, lane) is one dependent chain x <- x*a + b.  A core
 # needs latency x pipes independent vector chains in flight to keep its FMA units busy:
 # Zen 1 4-5 (latency 5, one ymm FMA a cycle), Zen 2/3 10, Intel with two 512-bit pipes 8,
@@ -142,13 +144,19 @@ def fma_flops(n: int, threads: int, chains: int = CHAINS, steps: int = STEPS) ->
 def fma_operands(threads: int, chains: int = CHAINS
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Multipliers just below 1 and small addends per lane, and distinct starting values
-    per chain: values converge, never overflow or go denormal."""
+    per chain: values converge, never overflow or go denormal.
+
+    Page-aligned, so each thread's chains (2 or 4 KiB) fill whole cache lines of their own.
+    numpy placed x 16 bytes off a line in some processes; then the last vector of one
+    thread and the first of the next shared a line, and the 2-thread 512-bit peak came out
+    at 144-168 GFLOP/s instead of 228-232 on the Zen 4 host (256-bit: 218-228), below what
+    conv kernels reached (196)."""
     k = np.arange(1, LANES + 1, dtype=np.float32)
-    a = (1.0 - 1e-6 * k).astype(np.float32)
-    b = (1e-3 * k).astype(np.float32)
+    a = page_aligned((1.0 - 1e-6 * k).astype(np.float32))
+    b = page_aligned((1e-3 * k).astype(np.float32))
     x = np.empty((threads, chains, LANES), np.float32)
     x[:] = (1.0 + 1e-2 * np.arange(chains, dtype=np.float32))[:, None]
-    return a, b, x
+    return a, b, page_aligned(x)
 
 
 # Clock: integer add then xor, each one cycle of latency on every current core, each

@@ -28,6 +28,17 @@ WIDTHS = ("256", "512") if "256" in _HOST_WIDTHS else tuple(w for w in _HOST_WID
                                                             if w != "auto")
 
 
+# A multi-thread peak far below t x the 1-thread one is measured again, up to SCALING_RETRIES
+# more times, keeping the best: on the Zen 4 host (2 vCPUs) two threads in one process
+# sometimes ran at the rate of one for the whole measurement (2 x 512-bit: 117, 150, 178 and
+# 220 GFLOP/s in four fresh processes; 1 thread 115), and a peak measured low marks real
+# kernels' shares as impossible (up to 1.17 of it).  A higher rate is one the code reached,
+# so the best of the attempts is the estimate; where threads truly do not scale the
+# retries cost time and change nothing.
+SCALING_PLAUSIBLE = 0.9
+SCALING_RETRIES = 4
+
+
 def _measure_here(threads: list[int], min_seconds: float, repeats: int) -> dict[str, Any]:
     """Measure in this process (its NUMBA_CPU_FEATURES already set): per thread count the
     better of the 8- and 16-chain FMA kernels (``chains`` says which)."""
@@ -46,13 +57,16 @@ def _measure_here(threads: list[int], min_seconds: float, repeats: int) -> dict[
     chains: dict[str, int] = {}
     for t in threads:
         kernels.set_threads(t)
-        for kernel, n_chains, steps in variants:
-            a, b, x = kernels.fma_operands(t, n_chains)
-            n, seconds = best_seconds(
-                lambda n, a=a, b=b, x=x, k=kernel: k(n, a, b, x), min_seconds, repeats)
-            rate = kernels.fma_flops(n, t, n_chains, steps) / seconds / 1e9
-            if rate > gflops.get(str(t), 0.0):
-                gflops[str(t)], chains[str(t)] = rate, n_chains
+        for _attempt in range(1 + (SCALING_RETRIES if t > 1 else 0)):
+            for kernel, n_chains, steps in variants:
+                a, b, x = kernels.fma_operands(t, n_chains)
+                n, seconds = best_seconds(
+                    lambda n, a=a, b=b, x=x, k=kernel: k(n, a, b, x), min_seconds, repeats)
+                rate = kernels.fma_flops(n, t, n_chains, steps) / seconds / 1e9
+                if rate > gflops.get(str(t), 0.0):
+                    gflops[str(t)], chains[str(t)] = rate, n_chains
+            if "1" not in gflops or gflops[str(t)] >= SCALING_PLAUSIBLE * t * gflops["1"]:
+                break
     # the width LLVM used is the narrower of the two kernels' (a peak at a width must be
     # reached by code of that width)
     profiles = [fp_profile(dispatcher_asm(k)) for k, _, _ in variants]
