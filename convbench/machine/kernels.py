@@ -147,10 +147,10 @@ def fma_operands(threads: int, chains: int = CHAINS
     per chain: values converge, never overflow or go denormal.
 
     Page-aligned, so each thread's chains (2 or 4 KiB) fill whole cache lines of their own.
-    numpy placed x 16 bytes off a line in some processes; then the last vector of one
-    thread and the first of the next shared a line, and the 2-thread 512-bit peak came out
-    at 144-168 GFLOP/s instead of 228-232 on the Zen 4 host (256-bit: 218-228), below what
-    conv kernels reached (196)."""
+    numpy may place x 16 bytes off a line; then the last vector of one thread and the
+    first of the next share a line: on the Zen 4 host, one process, 2 threads, 512-bit code,
+    x 16 bytes off a line ran 150-157 GFLOP/s where page-aligned x ran 227-232, below what
+    conv kernels reached there (196)."""
     k = np.arange(1, LANES + 1, dtype=np.float32)
     a = page_aligned((1.0 - 1e-6 * k).astype(np.float32))
     b = page_aligned((1e-3 * k).astype(np.float32))

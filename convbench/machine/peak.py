@@ -30,11 +30,11 @@ WIDTHS = ("256", "512") if "256" in _HOST_WIDTHS else tuple(w for w in _HOST_WID
 
 # A multi-thread peak far below t x the 1-thread one is measured again, up to SCALING_RETRIES
 # more times, keeping the best: on the Zen 4 host (2 vCPUs) two threads in one process
-# sometimes ran at the rate of one for the whole measurement (2 x 512-bit: 117, 150, 178 and
-# 220 GFLOP/s in four fresh processes; 1 thread 115), and a peak measured low marks real
-# kernels' shares as impossible (up to 1.17 of it).  A higher rate is one the code reached,
-# so the best of the attempts is the estimate; where threads truly do not scale the
-# retries cost time and change nothing.
+# sometimes ran at the rate of one for a whole measurement (2 x 512-bit, aligned operands,
+# four fresh processes: 150, 221, 220 and 179 GFLOP/s; 1 thread 115), and a peak measured
+# low marks real kernels' shares as impossible (up to 1.17 of it).  A higher rate is one
+# the code reached, so the best of the attempts is the estimate; where threads truly do not
+# scale the retries cost time and change nothing.
 SCALING_PLAUSIBLE = 0.9
 SCALING_RETRIES = 4
 
