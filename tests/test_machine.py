@@ -193,3 +193,10 @@ def test_a_multi_thread_peak_far_below_linear_is_measured_again(monkeypatch):
     script[:] = [one] + [one * 2] * 10
     assert peak._measure_here([1, 2], 0.0, 1)["gflops"]["2"] == pytest.approx(100.0, rel=1e-6)
     assert calls == [1] + [2] * (1 + peak.SCALING_RETRIES)
+    # asked for 2 threads alone (a run whose 1-thread limits are stored): the 1-thread
+    # reference is measured all the same, and not reported
+    calls.clear()
+    script[:] = [one, one * 2, one]
+    result = peak._measure_here([2], 0.0, 1)
+    assert calls == [1, 2, 2] and list(result["gflops"]) == ["2"]
+    assert result["gflops"]["2"] == pytest.approx(200.0, rel=1e-6)
