@@ -1,4 +1,4 @@
-"""numba helpers the kernel modules share: compiled-code identity and three intrinsics.
+"""numba helpers the kernel modules share: compiled-code identity and two intrinsics.
 
 Nothing here is an algorithm (the leading underscore keeps the registry from looking for
 one); each helper exists because plain numba got something wrong on these hosts:
@@ -10,12 +10,7 @@ one); each helper exists because plain numba got something wrong on these hosts:
   processes could clash once loaded together (the first answered for both: wrong sums).
 - :func:`stack_f32`: accumulators in an entry-block stack buffer, which LLVM promotes to
   (zmm) registers; a heap ``np.empty`` accumulator kept loads and stores in the inner loop.
-- :func:`f32_at`: a load at an element offset from an array's data with no bounds or
-  negative-index handling (an offset may point into another buffer, the zero vector of
-  padding taps), addressed from the array so LLVM sees it never aliases the stack buffer.
-- :func:`store_lanes`: one vector copy of a constant number of lanes out of a stack
-  buffer; numba leaves LLVM's SLP vectoriser off, so a 16-lane copy loop, unrolled before
-  the loop vectoriser runs, became 16 scalar moves.
+- :func:`data_ptr`: a pointer into an array's data, for micro-kernels written as IR.
 
 The figures behind each are in the docstrings, and the kernels' vectorisation is checked
 by counting packed FMAs in their assembly (tests/kernels/test_vectorised.py).
@@ -27,7 +22,6 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import numba
-from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -85,51 +79,25 @@ stable_identity(stack_f32, "_numba_support.stack_f32")
 
 
 @intrinsic
-def f32_at(typingctx, base, offset):  # pragma: no cover - typing/codegen hook
-    """``base``'s float32 at element ``offset`` from its data pointer, with no bounds or
-    negative-index handling: the offset may reach another buffer (the zero vector).
-
-    Addressing from the array argument (not an integer turned into a pointer) lets LLVM
-    see that these loads never touch the stack accumulators; with ``inttoptr`` it kept a
-    store of every accumulator in the inner loop (~20 instead of ~80 GFLOP/s)."""
-    if not (isinstance(base, types.Array) and base.dtype == types.float32
-            and isinstance(offset, types.Integer)):
+def data_ptr(typingctx, base, offset):  # pragma: no cover - typing/codegen hook
+    """A pointer (typed by ``base``'s dtype) to element ``offset`` of ``base``'s data, for
+    a micro-kernel written as IR; no bounds or wraparound handling (the depthwise tile's
+    pointer may start in padding it never loads).  A GEP from the array's own data, not
+    an integer turned into a pointer (``inttoptr``), so LLVM's alias analysis still knows
+    where it points.  Pointers rather than arrays also keep numba's reference counting
+    (an atomic increment and decrement, each a call) out of code inlined into a hot loop:
+    it had cost one pair per depthwise tile."""
+    if not (isinstance(base, types.Array) and isinstance(offset, types.Integer)):
         return None
 
     def codegen(context, builder, signature, args):
         arr = context.make_array(signature.args[0])(context, builder, value=args[0])
         off = context.cast(builder, args[1], signature.args[1], types.intp)
-        return builder.load(builder.gep(arr.data, [off]))
+        return builder.gep(arr.data, [off])
 
-    return types.float32(base, offset), codegen
-
-
-stable_identity(f32_at, "_numba_support.f32_at")
+    return types.CPointer(base.dtype)(base, offset), codegen
 
 
-@intrinsic
-def store_lanes(typingctx, dst, offset, src, src_offset, n):  # pragma: no cover - codegen
-    """``dst[offset : offset + n] = src[src_offset : src_offset + n]`` as ONE vector load and
-    store of ``n`` (a compile-time constant) float32: ``src`` is a :func:`stack_f32` buffer.
-
-    numba leaves LLVM's SLP vectoriser off, and a copy loop of 16 lanes is fully unrolled
-    before the loop vectoriser runs: it came out as 16 scalar moves per output vector (or a
-    ``memcpy`` call when the count was not a constant)."""
-    if not (isinstance(n, types.IntegerLiteral) and isinstance(dst, types.Array)
-            and dst.dtype == types.float32):
-        return None
-    count = n.literal_value
-
-    def codegen(context, builder, signature, args):
-        arr = context.make_array(signature.args[0])(context, builder, value=args[0])
-        off = context.cast(builder, args[1], signature.args[1], types.intp)
-        src_off = context.cast(builder, args[3], signature.args[3], types.intp)
-        vec = ir.VectorType(ir.FloatType(), count).as_pointer()
-        value = builder.load(builder.bitcast(builder.gep(args[2], [src_off]), vec), align=4)
-        builder.store(value, builder.bitcast(builder.gep(arr.data, [off]), vec), align=4)
-        return context.get_dummy_value()
-
-    return types.void(dst, offset, src, src_offset, n), codegen
+stable_identity(data_ptr, "_numba_support.data_ptr")
 
 
-stable_identity(store_lanes, "_numba_support.store_lanes")

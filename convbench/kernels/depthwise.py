@@ -6,12 +6,14 @@ each input row is read while it is still in cache.
 
 NHWC: weights packed [C/V] x KW x KH x V (QNNPACK's layout, V = 16 lanes: one 512-bit
 vector of float32; QNNPACK's NEON kernel uses 8), zero padded to whole blocks.  A register
-tile of rows x pixels outputs and one block of V channels sums its 9 taps per pixel in one
-vectorised loop over the lanes (see :func:`nhwc_kernel`); padding taps read one zero
-vector, as in QNNPACK, so edge pixels take the same path as interior ones.  Zen 4 host,
-1 thread: 1.3-5x faster than oneDNN's channels_last on every MobileNet V1/V2 depthwise
-layer, 24-54% of the roofline bound; what is left is L1 misses (2 x 4 tiles run ~52
-cycles per tile and block on L1-resident data, 130-240 cycles on the real layers).
+tile of rows x pixels outputs and one block of V channels is one call of a micro-kernel
+written as vector IR (:func:`tile_3x3`, as XNNPACK writes its kernels in intrinsics):
+each input vector loaded once, the sums kept in registers and stored once; padding taps
+read one zero vector, as in QNNPACK, so edge pixels take the same code as interior ones.
+Zen 4 host, 1 thread, page-aligned buffers, warm: 57-98 GFLOP/s on MobileNet V1's
+stride-1 depthwise layers (up to 85% of the measured peak), 30-50 on the stride-2 ones,
+which are held by filling L1 (stride 2 brings 4x the new input lines per tile; software
+prefetch and larger tiles did not help).
 NCHW16c (NeoCPU's blocked layout with x = V): a tensor (N, C/V, H, W, V) is N * C/V
 images of V channels in NHWC, image i using weight block i mod C/V, so the NHWC kernel runs
 it unchanged on that view: one channel block per image, no transform between blocked 1x1
@@ -30,16 +32,20 @@ from functools import cache
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
-from convbench.kernels._numba_support import cached_closure, f32_at, stack_f32, store_lanes
+from convbench.kernels._numba_support import cached_closure, data_ptr, stable_identity
 from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
 from convbench.spec.problem import ConvProblem
 
 V = 16   # channels per packed weight block: one zmm register of float32
 # NHWC register tiles, "rows x pixels": output pixels summed together share loaded inputs.
-# Only tiles of at most 8 pixels (72 FMAs) vectorise: with 3 x 4 or 2 x 8 LLVM no longer
-# fully unrolls the pixel loops inside the lane loop, and the kernel came out scalar
-# (3 x 4: 6 GFLOP/s, 2 x 8: 11, against 51-64 for 2 x 4 on the Zen 4 host).
+# Larger tiles load less per FMA but were not faster on the Zen 4 host (NCHW16c, 1 thread,
+# 112 x 112 x 32 stride 1: 2 x 4 93-95 GFLOP/s, 3 x 4 and 4 x 4 73, 2 x 8 68, 1 x 16 61;
+# stride 2: all 38-44), so the sweep keeps three.
 TILES = ("1x4", "1x8", "2x4")
 DEFAULT_TILE = "2x4"
 ORDERS = ("tiles", "blocks")
@@ -67,6 +73,87 @@ def pack_weights(w_oihw: np.ndarray, lanes: int = V) -> np.ndarray:
     return np.ascontiguousarray(padded.reshape(blocks, lanes, 3, 3).transpose(0, 3, 2, 1))
 
 
+@intrinsic
+def tile_3x3(typingctx, xp, row_len, pix, wq, zp, row_mask, col_mask, yp, y_row, y_pix,
+             nrows, npix, rows, pixels, stride, lanes):  # pragma: no cover - codegen hook
+    """One register tile of ``rows`` x ``pixels`` outputs and ``lanes`` channels: the
+    kernel's micro-kernel, written as vector IR.
+
+    Input row i of the tile starts at ``xp + i*row_len``, its column j at ``+ j*pix``; a
+    tap whose row or column bit is clear in ``row_mask`` / ``col_mask`` (padding) reads the
+    zero vector at ``zp`` instead, as in QNNPACK.  Weights at ``wq`` packed (kw, kh, lane);
+    output pixel (r, p) goes to ``yp + r*y_row + p*y_pix`` when r < ``nrows`` and
+    p < ``npix`` (the image's last band and tile may be partial).  Each input vector is
+    loaded once and feeds every output that taps it (stride 1, 2 x 4: 24 loads for 72
+    multiply-adds); the sums stay in registers and go straight to y.  Written as a numba
+    loop over the lanes, this needed a stack tile (a store to y there made LLVM's
+    vectoriser give up on the alias checks against x: scalar code), an offset table that
+    did not fit the integer registers, and 8 more stores and loads per tile: 48-55
+    GFLOP/s on 112 x 112 x 32 on the Zen 4 host, 73 this way.  Interior tiles pass full
+    masks and whole tiles as constants, and the selects and store guards fold away; with
+    ``pix`` a constant (NCHW16c: ``lanes``) every load is a row pointer plus a
+    displacement.  The vectors are ``lanes`` wide whatever the host: LLVM splits them into
+    the registers the compile width allows."""
+    shape = (rows, pixels, stride, lanes)
+    if not all(isinstance(k, types.IntegerLiteral) for k in shape):
+        return None
+    R, P, S, L = (k.literal_value for k in shape)
+    vec_ptr = ir.VectorType(ir.FloatType(), L).as_pointer()
+
+    def codegen(context, builder, signature, args):
+        x, x_row, x_pix, w, zero, rmask, cmask, y, out_row, out_pix, n_r, n_p = args[:12]
+        intp = x_row.type
+
+        def at(ptr, row, row_len_, col, col_len):
+            off = builder.add(builder.mul(ir.Constant(intp, row), row_len_),
+                              builder.mul(ir.Constant(intp, col), col_len))
+            return builder.bitcast(builder.gep(ptr, [off]), vec_ptr)
+
+        def bit(mask, i):
+            shifted = builder.lshr(mask, ir.Constant(mask.type, i))
+            return builder.trunc(shifted, ir.IntType(1))
+
+        zero_vec = builder.bitcast(zero, vec_ptr)
+        one = ir.Constant(intp, 1)
+        # w<kh><kw> at ((kw * 3 + kh) * L): the packing of pack_weights
+        wv = [[builder.load(at(w, kw * 3 + kh, ir.Constant(intp, L), 0, one), align=4)
+               for kw in range(3)] for kh in range(3)]
+        inputs: dict[tuple[int, int], ir.Value] = {}
+
+        def tap(i, j):
+            if (i, j) not in inputs:
+                inside = builder.and_(bit(rmask, i), bit(cmask, j))
+                src = builder.select(inside, at(x, i, x_row, j, x_pix), zero_vec)
+                inputs[i, j] = builder.load(src, align=4)
+            return inputs[i, j]
+
+        sums = {}
+        for r in range(R):
+            for p in range(P):
+                acc = None
+                for kh in range(3):
+                    for kw in range(3):
+                        prod = builder.fmul(wv[kh][kw], tap(r * S + kh, p * S + kw),
+                                            flags=("fast",))
+                        # "fast" allows contraction: each add and its multiply become an FMA
+                        acc = prod if acc is None else builder.fadd(acc, prod, flags=("fast",))
+                sums[r, p] = acc
+        for (r, p), acc in sums.items():
+            wanted = builder.and_(
+                builder.icmp_signed("<", ir.Constant(n_r.type, r), n_r),
+                builder.icmp_signed("<", ir.Constant(n_p.type, p), n_p))
+            with cgutils.if_likely(builder, wanted):
+                builder.store(acc, at(y, r, out_row, p, out_pix), align=4)
+        return context.get_dummy_value()
+
+    sig = types.void(xp, row_len, pix, wq, zp, row_mask, col_mask, yp, y_row, y_pix,
+                     nrows, npix, rows, pixels, stride, lanes)
+    return sig, codegen
+
+
+stable_identity(tile_3x3, "depthwise.tile_3x3")
+
+
 @numba.njit(inline="always")
 def _clamp(i, n):  # pragma: no cover - jitted
     return min(max(i, 0), n - 1)
@@ -74,19 +161,18 @@ def _clamp(i, n):  # pragma: no cover - jitted
 
 @cache
 def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
-                parallel: bool = True):
+                parallel: bool = True, blocked: bool = False):
     """The NHWC kernel for one stride and register tiles of ``rows`` x ``tile`` output pixels.
 
-    A prange job is ``rows`` output rows of one image.  Per tile it first resolves the
-    element offsets of the NROW x NCOL input pixels the tile reads (NROW = (rows-1)*stride
-    + 3, NCOL = (tile-1)*stride + 3), padding ones pointing at the zero vector; then, per
-    channel block, one loop over the V lanes sums the 9 taps of all the tile's pixels.
-    LLVM vectorises that loop into one zmm iteration: 9 weight loads, NROW x NCOL input
-    loads and 9 * rows * tile FMAs, so neighbouring pixels share loaded inputs (stride 1,
-    1 x 4: 27 loads for 36 FMAs, 2 x 4: 33 for 72, instead of 18 loads per 9 FMAs; QNNPACK's
-    ARM64 kernel likewise computes 3 output rows from 5 input rows).  Results go to a stack
-    tile first: storing to ``y`` in that loop would need a runtime alias check against every
-    input offset (over LLVM's limit of 8 checks: no vectorisation at all).
+    A prange job is ``rows`` output rows of one image.  Per tile and channel block of V
+    lanes, :func:`tile_3x3` sums the 9 taps of all the tile's pixels from its NROW x NCOL
+    input pixels (NROW = (rows-1)*stride + 3, NCOL = (tile-1)*stride + 3), so neighbouring
+    pixels share loaded inputs (stride 1, 1 x 4: 27 loads for 36 FMAs, 2 x 4: 33 for 72,
+    instead of 18 loads per 9 FMAs; QNNPACK's ARM64 kernel likewise computes 3 output rows
+    from 5 input rows).  Which of those input rows and columns lie inside the image is two
+    bit masks, worked out per band and per tile; interior tiles take the micro-kernel
+    compiled for full masks.  ``blocked``: NCHW16c's view, whose pixels are V floats apart
+    (a constant displacement in every load) rather than C.
 
     ``parallel=False`` compiles the same loops without prange: on 1 thread the parallel
     launch alone cost ~1.1 us a call (~7% of a 14x14 layer).
@@ -98,47 +184,10 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
     C = 1008 or 1040 ran 1.4x faster per block than 1024."""
     S, R, P = stride, rows, tile
     NROW, NCOL = (R - 1) * S + 3, (P - 1) * S + 3
-    RPV = R * P * V   # a literal for stack_f32
+    ROWS_ALL, COLS_ALL = (1 << NROW) - 1, (1 << NCOL) - 1
     BLOCKS_OUTER = order == "blocks"
-    key = f"s{S}_r{R}_t{P}_{order}"
-
-    @cached_closure(key, fastmath=True, inline="always")
-    def block_tile(x, offs, wblk, acc, c0, width):  # pragma: no cover - jitted
-        """acc[(r*P + p)*V + l] = the 9 taps of tile pixel (r, p), lane l (channel c0 + l)."""
-        for lane in range(width):
-            c = c0 + lane
-            # weights packed (kw, kh, lane): w<kh><kw>
-            w00, w10, w20 = wblk[lane], wblk[V + lane], wblk[2 * V + lane]
-            w01, w11, w21 = wblk[3 * V + lane], wblk[4 * V + lane], wblk[5 * V + lane]
-            w02, w12, w22 = wblk[6 * V + lane], wblk[7 * V + lane], wblk[8 * V + lane]
-            for r in range(R):
-                o0, o1, o2 = r * S * NCOL, (r * S + 1) * NCOL, (r * S + 2) * NCOL
-                for p in range(P):
-                    j = p * S
-                    acc[(r * P + p) * V + lane] = (
-                        w00 * f32_at(x, offs[o0 + j] + c) + w01 * f32_at(x, offs[o0 + j + 1] + c)
-                        + w02 * f32_at(x, offs[o0 + j + 2] + c)
-                        + w10 * f32_at(x, offs[o1 + j] + c)
-                        + w11 * f32_at(x, offs[o1 + j + 1] + c)
-                        + w12 * f32_at(x, offs[o1 + j + 2] + c)
-                        + w20 * f32_at(x, offs[o2 + j] + c)
-                        + w21 * f32_at(x, offs[o2 + j + 1] + c)
-                        + w22 * f32_at(x, offs[o2 + j + 2] + c))
-
-    @cached_closure(key, fastmath=True, inline="always")
-    def store_tile(acc, y, y0, row_len, c_len, nrows, npix, width):  # pragma: no cover
-        """The tile's first ``nrows`` x ``npix`` pixels, ``width`` lanes each, to
-        y[y0 + r*row_len + p*c_len + l]."""
-        for r in range(nrows):
-            yr = y0 + r * row_len
-            if width == V:
-                for p in range(npix):
-                    store_lanes(y, yr + p * c_len, acc, (r * P + p) * V, V)
-            else:
-                for p in range(npix):
-                    out = y[yr + p * c_len:]
-                    for lane in range(width):
-                        out[lane] = acc[(r * P + p) * V + lane]
+    BLOCKED_VIEW = blocked
+    key = f"s{S}_r{R}_t{P}_{order}" + ("_blocked" if blocked else "")
 
     def dw3x3_nhwc(x, wp, zero, y, ph, pw, w_groups):  # pragma: no cover - jitted
         """Image n uses weight group n % w_groups (1 for NHWC; C/V for NCHW16c's view)."""
@@ -147,57 +196,64 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
         n_blocks = (c_len + V - 1) // V
         n_tiles = (ow_len + P - 1) // P
         n_bands = (oh_len + R - 1) // R
-        xf = x.reshape(-1)
-        yf = y.reshape(-1)
-        wf = wp.reshape(-1)
-        # the zero vector as an offset from x's data (QNNPACK points padding taps at it)
-        gap = (np.intp(zero.ctypes.data) - np.intp(x.ctypes.data)) // 4
-        # tiles whose NCOL input columns all lie inside the input (the rest: edge tiles)
-        t_lo = min((pw + P * S - 1) // (P * S), n_tiles)
-        t_hi = max(min(n_tiles, (iw_len - NCOL + pw) // (P * S) + 1), t_lo)
+        pix = V if BLOCKED_VIEW else c_len
+        x_row, y_row = iw_len * c_len, ow_len * c_len
+        zp = data_ptr(zero, 0)
         for job in numba.prange(n_mb * n_bands):
             n = job // n_bands
             oh0 = (job - n * n_bands) * R
             nrows = min(R, oh_len - oh0)
-            w0 = (n % w_groups) * n_blocks * 9 * V
-            offs = np.empty((n_tiles, NROW * NCOL), np.intp)
-            acc = stack_f32(RPV)
-            for t in range(n_tiles):
-                iw0 = t * P * S - pw
-                for i in range(NROW):
-                    ih = oh0 * S - ph + i
-                    row = (n * ih_len + ih) * iw_len
-                    if not 0 <= ih < ih_len:
-                        for j in range(NCOL):
-                            offs[t, i * NCOL + j] = gap
-                    elif t_lo <= t < t_hi:    # interior: no column test
-                        for j in range(NCOL):
-                            offs[t, i * NCOL + j] = (row + iw0 + j) * c_len
-                    else:
-                        for j in range(NCOL):
-                            inside = 0 <= iw0 + j < iw_len
-                            offs[t, i * NCOL + j] = (row + iw0 + j) * c_len if inside else gap
+            w0 = (n % w_groups) * n_blocks
+            ih0 = oh0 * S - ph
+            # bit i: input row ih0 + i lies inside the image
+            lo, hi = max(0, -ih0), min(NROW, ih_len - ih0)
+            row_mask = ((1 << hi) - (1 << lo)) if hi > lo else 0
             # BLOCKS_OUTER: a block's 9 weight vectors stay in L1 over the band's tiles (all
             # blocks' weights, 36 KiB at C = 1024, do not); else a tile's input pixels do
-            for k in range(n_blocks * n_tiles):
-                if BLOCKS_OUTER:
-                    b, t = k // n_tiles, k % n_tiles
-                else:
-                    t, b = k // n_blocks, k % n_blocks
-                c0 = b * V
-                width = min(V, c_len - c0)
-                wblk = wf[w0 + b * 9 * V:]
-                npix = min(P, ow_len - t * P)
-                y0 = ((n * oh_len + oh0) * ow_len + t * P) * c_len + c0
-                if width == V:   # a constant trip count: one zmm iteration
-                    block_tile(xf, offs[t], wblk, acc, c0, V)
-                    store_tile(acc, yf, y0, ow_len * c_len, c_len, nrows, npix, V)
-                else:
-                    block_tile(xf, offs[t], wblk, acc, c0, width)
-                    store_tile(acc, yf, y0, ow_len * c_len, c_len, nrows, npix, width)
+            n_outer, n_inner = (n_blocks, n_tiles) if BLOCKS_OUTER else (n_tiles, n_blocks)
+            for k_out in range(n_outer):
+                for k_in in range(n_inner):
+                    b, t = (k_out, k_in) if BLOCKS_OUTER else (k_in, k_out)
+                    c0 = b * V
+                    blk = w0 + b
+                    npix = min(P, ow_len - t * P)
+                    iw0 = t * P * S - pw
+                    if c_len - c0 < V:
+                        _tail_block(x, wp, y, n, blk, c0, oh0, nrows, t * P, npix, S, ph, pw)
+                        continue
+                    lo, hi = max(0, -iw0), min(NCOL, iw_len - iw0)
+                    col_mask = ((1 << hi) - (1 << lo)) if hi > lo else 0
+                    xq = data_ptr(x, ((n * ih_len + ih0) * iw_len + iw0) * c_len + c0)
+                    yq = data_ptr(y, ((n * oh_len + oh0) * ow_len + t * P) * c_len + c0)
+                    wq = data_ptr(wp, blk * 9 * V)
+                    if row_mask == ROWS_ALL and col_mask == COLS_ALL and nrows == R and npix == P:
+                        tile_3x3(xq, x_row, pix, wq, zp, ROWS_ALL, COLS_ALL, yq, y_row, pix,
+                                 R, P, R, P, S, V)
+                    else:
+                        tile_3x3(xq, x_row, pix, wq, zp, row_mask, col_mask, yq, y_row, pix,
+                                 nrows, npix, R, P, S, V)
 
     mode = "parallel" if parallel else "serial"
     return cached_closure(f"{key}_{mode}", parallel=parallel, fastmath=True)(dw3x3_nhwc)
+
+
+@numba.njit(fastmath=True, cache=True)
+def _tail_block(x, wp, y, n, blk, c0, oh0, nrows, ow0, npix, stride, ph, pw):  # pragma: no cover
+    """The last channel block when C is not a multiple of V: its ``C - c0`` lanes of one
+    tile's outputs, tap by tap (rare, so kept plain rather than fast)."""
+    ih_len, iw_len, c_len = x.shape[1:]
+    for r in range(nrows):
+        for p in range(npix):
+            oh, ow = oh0 + r, ow0 + p
+            for lane in range(c_len - c0):
+                acc = np.float32(0.0)
+                for kh in range(3):
+                    ih = oh * stride - ph + kh
+                    for kw in range(3):
+                        iw = ow * stride - pw + kw
+                        if 0 <= ih < ih_len and 0 <= iw < iw_len:
+                            acc += wp[blk, kw, kh, lane] * x[n, ih, iw, c0 + lane]
+                y[n, oh, ow, c0 + lane] = acc
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
@@ -267,8 +323,10 @@ class DepthwiseNHWC(Prepared):
                  order: str = DEFAULT_ORDER):
         self.p = problem
         self.tile, self.order = tile, order
-        self.kernel = nhwc_kernel(problem.sh, *tile_shape(tile), order)
-        self.serial = nhwc_kernel(problem.sh, *tile_shape(tile), order, parallel=False)
+        blocked = self.in_layout == BLOCKED
+        self.kernel = nhwc_kernel(problem.sh, *tile_shape(tile), order, blocked=blocked)
+        self.serial = nhwc_kernel(problem.sh, *tile_shape(tile), order, parallel=False,
+                                  blocked=blocked)
         self.wp = pack_weights(np.asarray(w, np.float32))
         # what padding taps read: a whole block for NCHW16c, whose lanes index the zeros too
         self.zero = np.zeros(self.wp.shape[0] * V, np.float32)
