@@ -281,25 +281,41 @@ def test_end_to_end_same_code_passes(tmp_path: Path, gate, smoke_run) -> None:
 GATE_SUITE = Path(__file__).parent / "data" / "gate_suite.yaml"
 
 
+SLOW_CASE = "conv3x3|t_gated/nchw|t1|vauto"
+PAIRS = 3   # measured pairs of runs at most; see the test's docstring
+
+
 @needs_run
 @pytest.mark.serial   # the gate judges real timings
 def test_end_to_end_slower_kernel_fails_named(tmp_path: Path, gate, monkeypatch) -> None:
     """A kernel registered by the test does 30% more work in the second run: the gate
-    fails, names it, and (after confirming on a re-measurement) names nothing else."""
+    fails, names it, and (after confirming on a re-measurement) names nothing else.
+
+    The two unchanged kernels are the control.  When the gate also names one of them the
+    pair of runs is measured again (up to PAIRS pairs): on the Zen 4 host, in 2 of the last 5 full
+    test runs, the machine slowed memory-bound code for several seconds between run a and
+    run b (direct 3.4 -> 5.7 ms a call, im2col +12%, the compute-bound in-run reference +4%),
+    so run b and its confirmation both measured an unchanged kernel slower and the gate,
+    which can only judge what was measured, named it.  A gate that always names unchanged
+    kernels, or misses the slower one, still fails every pair."""
     from tests import gate_kernels
 
     monkeypatch.setenv("CONVBENCH_EXTRA_KERNELS", "tests.gate_kernels")
-    runs = []
-    for name, extra in (("a", "0"), ("b", "0.3")):
-        monkeypatch.setenv(gate_kernels.EXTRA_WORK_ENV, extra)
-        runs.append(tmp_path / name)
-        subprocess.run([sys.executable, "-m", "convbench", "run", str(GATE_SUITE), "-q",
-                        "--output", str(runs[-1])], check=True, capture_output=True)
-    code, out, _ = gate([*runs, "--confirm", "--format", "json"])
-    data = json.loads(out)
-    assert code == 1, out
-    assert data["regressions"] == ["conv3x3|t_gated/nchw|t1|vauto"]
-    slow = next(v for v in data["variants"] if v["case_id"] == data["regressions"][0])
+    for pair in range(PAIRS):
+        runs = []
+        for name, extra in (("a", "0"), ("b", "0.3")):
+            monkeypatch.setenv(gate_kernels.EXTRA_WORK_ENV, extra)
+            runs.append(tmp_path / f"{name}{pair}")
+            subprocess.run([sys.executable, "-m", "convbench", "run", str(GATE_SUITE), "-q",
+                            "--output", str(runs[-1])], check=True, capture_output=True)
+        code, out, _ = gate([*runs, "--confirm", "--format", "json"])
+        data = json.loads(out)
+        assert code == 1, out
+        assert SLOW_CASE in data["regressions"], out
+        if data["regressions"] == [SLOW_CASE]:
+            break
+    assert data["regressions"] == [SLOW_CASE], f"{PAIRS} pairs of runs all named more: {out}"
+    slow = next(v for v in data["variants"] if v["case_id"] == SLOW_CASE)
     assert 1.1 < slow["time"]["ratio"] < 2.0
     assert slow["confirmation"]["confirmed"] and slow["confirmation"]["ratio"] > 1.1
 

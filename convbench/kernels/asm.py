@@ -143,22 +143,29 @@ _STACK_VECTOR = re.compile(r"(\(%rsp\).*%[xyz]mm\d|%[xyz]mm\d.*\(%rsp\)|\[sp\b.*
                            r"|\b[qv]\d.*\[sp\b)")
 
 
-def hot_block_spills(asm: str) -> tuple[int, int]:
-    """(FMAs, vector stack accesses) of the basic block with the most FMAs: a register
-    tile that stays in registers reads and writes no vector on the stack in its FMA loop;
-    one over the register file spills and reloads accumulators there, still packed (so
-    :func:`fp_profile` alone does not see it)."""
-    best = (0, 0)
-    fmas = stack = 0
-    for line in [*asm.splitlines(), ":end:"]:
+def _block_counts(lines: list[str]) -> tuple[int, int]:
+    fmas = sum(bool(re.match(r"v?fn?m(add|sub)\d*p|fml[as]\s", line.strip())) for line in lines)
+    return fmas, sum(bool(_STACK_VECTOR.search(line)) for line in lines)
+
+
+def hot_block(asm: str) -> list[str]:
+    """The lines of the basic block with the most packed FMAs (of two such, the one with
+    more vector stack accesses): a kernel's register tile."""
+    blocks: list[list[str]] = [[]]
+    for line in asm.splitlines():
         if _LABEL.match(line):
-            best = max(best, (fmas, stack))
-            fmas = stack = 0
-            continue
-        text = line.strip()
-        fmas += bool(re.match(r"v?fn?m(add|sub)\d*p|fml[as]\s", text))
-        stack += bool(_STACK_VECTOR.search(text))
-    return best
+            blocks.append([])
+        else:
+            blocks[-1].append(line)
+    return max(blocks, key=_block_counts)
+
+
+def hot_block_spills(asm: str) -> tuple[int, int]:
+    """(FMAs, vector stack accesses) of :func:`hot_block`: a register tile that stays in
+    registers reads and writes no vector on the stack in its FMA loop; one over the
+    register file spills and reloads accumulators there, still packed (so
+    :func:`fp_profile` alone does not see it)."""
+    return _block_counts(hot_block(asm))
 
 
 @dataclass(frozen=True)

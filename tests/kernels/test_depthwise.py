@@ -8,9 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from convbench import host
 from convbench.harness.inputs import make_inputs
 from convbench.kernels import depthwise, registry
-from convbench.kernels.asm import dispatcher_asm, fp_profile
+from convbench.kernels.asm import dispatcher_asm, fp_profile, hot_block, hot_block_spills
 from convbench.kernels.layouts import empty, from_layout, to_layout
 from convbench.kernels.reference import Reference
 from convbench.spec.problem import ConvProblem
@@ -127,8 +128,18 @@ def test_nhwc_tiles_have_packed_fmas(tile, order, stride):
     rows, pixels = depthwise.tile_shape(tile)
     for kernel in prepared.hot_kernels():    # the parallel and the serial one
         kernel(x, prepared.wp, prepared.zero, y, p.ph, p.pw, 1)
-        profile = fp_profile(dispatcher_asm(kernel))
+        asm = dispatcher_asm(kernel)
+        profile = fp_profile(asm)
         assert profile.total_packed_fma >= rows * pixels * 8, (tile, profile)
+        # the interior tile in one block, with no call in it (numba's reference counting
+        # was one pair per tile) and, where the sums and the 9 weight vectors fit the
+        # register file, no vector on the stack (the old lane loop kept a stack tile)
+        fmas, stack = hot_block_spills(asm)
+        assert fmas >= rows * pixels * 8, (tile, stride, fmas)
+        assert not [line for line in hot_block(asm) if "call" in line], (tile, stride)
+        regs = host.register_file()
+        if (rows * pixels + 9 + 1) * regs.vectors(depthwise.V) <= regs.registers:
+            assert stack == 0, (tile, stride, regs.name)
 
 
 def test_nchw_kernel_has_packed_fmas():
