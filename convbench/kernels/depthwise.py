@@ -12,8 +12,8 @@ each input vector loaded once, the sums kept in registers and stored once; paddi
 read one zero vector, as in QNNPACK, so edge pixels take the same code as interior ones.
 Zen 4 host, 1 thread, page-aligned buffers, warm: 57-98 GFLOP/s on MobileNet V1's
 stride-1 depthwise layers (up to 85% of the measured peak), 30-50 on the stride-2 ones,
-which are held by filling L1 (stride 2 brings 4x the new input lines per tile; software
-prefetch and larger tiles did not help).
+which bring 4x the new input lines per tile, streamed from L2 or L3 (software prefetch and
+larger tiles did not help).
 NCHW16c (NeoCPU's blocked layout with x = V): a tensor (N, C/V, H, W, V) is N * C/V
 images of V channels in NHWC, image i using weight block i mod C/V, so the NHWC kernel runs
 it unchanged on that view: one channel block per image, no transform between blocked 1x1
@@ -329,8 +329,7 @@ class DepthwiseNHWC(Prepared):
         self.serial = nhwc_kernel(problem.sh, *tile_shape(tile), order, parallel=False,
                                   blocked=blocked)
         self.wp = pack_weights(np.asarray(w, np.float32))
-        # what padding taps read: a whole block for NCHW16c, whose lanes index the zeros too
-        self.zero = np.zeros(self.wp.shape[0] * V, np.float32)
+        self.zero = np.zeros(V, np.float32)   # the vector padding taps read
         self.packed_weight_bytes = self.wp.nbytes
         self.workspace_bytes = self.zero.nbytes
 
