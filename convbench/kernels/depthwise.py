@@ -156,6 +156,14 @@ stable_identity(tile_3x3, "depthwise.tile_3x3")
 
 
 @numba.njit(inline="always")
+def _inside_bits(first, count, length):  # pragma: no cover - jitted
+    """Bit i set when index first + i (i < count) lies in [0, length): which of a tile's
+    input rows or columns are inside the image."""
+    lo, hi = max(0, -first), min(count, length - first)
+    return ((1 << hi) - (1 << lo)) if hi > lo else 0
+
+
+@numba.njit(inline="always")
 def _clamp(i, n):  # pragma: no cover - jitted
     return min(max(i, 0), n - 1)
 
@@ -206,9 +214,7 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
             nrows = min(R, oh_len - oh0)
             w0 = (n % w_groups) * n_blocks
             ih0 = oh0 * S - ph
-            # bit i: input row ih0 + i lies inside the image
-            lo, hi = max(0, -ih0), min(NROW, ih_len - ih0)
-            row_mask = ((1 << hi) - (1 << lo)) if hi > lo else 0
+            row_mask = _inside_bits(ih0, NROW, ih_len)
             # BLOCKS_OUTER: a block's 9 weight vectors stay in L1 over the band's tiles (all
             # blocks' weights, 36 KiB at C = 1024, do not); else a tile's input pixels do
             n_outer, n_inner = (n_blocks, n_tiles) if BLOCKS_OUTER else (n_tiles, n_blocks)
@@ -222,8 +228,7 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
                     if c_len - c0 < V:
                         _tail_block(x, wp, y, n, blk, c0, oh0, nrows, t * P, npix, S, ph, pw)
                         continue
-                    lo, hi = max(0, -iw0), min(NCOL, iw_len - iw0)
-                    col_mask = ((1 << hi) - (1 << lo)) if hi > lo else 0
+                    col_mask = _inside_bits(iw0, NCOL, iw_len)
                     xq = data_ptr(x, ((n * ih_len + ih0) * iw_len + iw0) * c_len + c0)
                     yq = data_ptr(y, ((n * oh_len + oh0) * ow_len + t * P) * c_len + c0)
                     wq = data_ptr(wp, blk * 9 * V)
