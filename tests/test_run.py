@@ -245,9 +245,10 @@ def test_help_documents_filters():
 
 def test_timed_buffers_start_on_a_page() -> None:
     """The kernels' input and output never start at a process-dependent offset."""
-    from convbench.harness.inputs import PAGE_BYTES, make_inputs
+    from convbench.harness.inputs import make_inputs
     from convbench.harness.verify import prepare
     from convbench.kernels.base import Variant
+    from convbench.kernels.buffers import PAGE_BYTES
     from convbench.spec.descriptor import parse_descriptor
 
     problem = parse_descriptor("mb1ic5ih7oc3oh7kh3ph1")

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from convbench.harness.inputs import page_aligned
 from convbench.kernels import layouts, registry
 from convbench.kernels.base import Prepared, Variant
+from convbench.kernels.buffers import page_aligned
 from convbench.kernels.reference import ErrorReport, Reference
 from convbench.spec.problem import ConvProblem
 from convbench.status import Status

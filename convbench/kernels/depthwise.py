@@ -39,6 +39,7 @@ from numba.extending import intrinsic
 
 from convbench.kernels._numba_support import cached_closure, data_ptr, stable_identity
 from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
+from convbench.kernels.buffers import page_aligned, page_aligned_zeros
 from convbench.spec.problem import ConvProblem
 
 V = 16   # channels per packed weight block: one zmm register of float32
@@ -333,8 +334,8 @@ class DepthwiseNHWC(Prepared):
         self.kernel = nhwc_kernel(problem.sh, *tile_shape(tile), order, blocked=blocked)
         self.serial = nhwc_kernel(problem.sh, *tile_shape(tile), order, parallel=False,
                                   blocked=blocked)
-        self.wp = pack_weights(np.asarray(w, np.float32))
-        self.zero = np.zeros(V, np.float32)   # the vector padding taps read
+        self.wp = page_aligned(pack_weights(np.asarray(w, np.float32)))
+        self.zero = page_aligned_zeros(V)   # the vector padding taps read
         self.packed_weight_bytes = self.wp.nbytes
         self.workspace_bytes = self.zero.nbytes
 
@@ -368,7 +369,7 @@ class DepthwiseNCHW(Prepared):
 
     def __init__(self, problem: ConvProblem, w: np.ndarray):
         self.p = problem
-        self.w = np.ascontiguousarray(np.asarray(w, np.float32)[:, 0])   # (C, 3, 3)
+        self.w = page_aligned(np.asarray(w, np.float32)[:, 0])   # (C, 3, 3)
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         _dw3x3_nchw(x, self.w, y, *_strides(self.p))

@@ -41,6 +41,7 @@ import numpy as np
 from convbench import host
 from convbench.kernels._numba_support import cached_closure, stack_f32
 from convbench.kernels.base import Ints, Param, ParamValue
+from convbench.kernels.buffers import page_aligned_empty
 from convbench.kernels.register_tile import (
     MIN_CHAINS,
     tile_fma,
@@ -274,7 +275,7 @@ class Blocking:
     def pack_a(self, a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """A (M x K) into KC x MR panels: shape (K/KC, M/MR, KC, MR), zero-padded."""
         m, k = a.shape
-        out = np.empty(self.packed_a_shape(m, k), np.float32) if out is None else out
+        out = page_aligned_empty(self.packed_a_shape(m, k)) if out is None else out
         self.kernels.pack_a(a, out)
         return out
 
@@ -287,7 +288,7 @@ class Blocking:
         HWIO weights are an F-order view of OIHW; packing them as such cost the smoke
         suite's 1x1 layer a second worker)."""
         k, n = b.shape
-        out = np.empty(self.packed_b_shape(k, n), np.float32) if out is None else out
+        out = page_aligned_empty(self.packed_b_shape(k, n)) if out is None else out
         self.kernels.pack_b(b, out)
         return out
 
@@ -296,7 +297,7 @@ class Blocking:
         shape (batch, N/NR, K, NR), the operand of ``kernels.batched`` (KC is not used)."""
         batch, k, n = b.shape
         whole_k = Blocking(self.MR, self.NR, self.MC, max(k, 1), self.NC)
-        out = np.empty((batch, *whole_k.packed_b_shape(k, n)[1:]), np.float32)
+        out = page_aligned_empty((batch, *whole_k.packed_b_shape(k, n)[1:]))
         for i in range(batch):
             whole_k.kernels.pack_b(b[i], out[i][np.newaxis])
         return out
@@ -328,7 +329,7 @@ def _scratch(role: str, shape: tuple[int, ...]) -> np.ndarray:
     if key not in _SCRATCH:
         if len(_SCRATCH) >= 8:
             _SCRATCH.pop(next(iter(_SCRATCH)))
-        _SCRATCH[key] = np.empty(shape, np.float32)
+        _SCRATCH[key] = page_aligned_empty(shape)
     return _SCRATCH[key]
 
 

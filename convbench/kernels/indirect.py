@@ -20,6 +20,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from convbench.kernels.base import Algorithm, ParamValue, Prepared
+from convbench.kernels.buffers import page_aligned_empty, page_aligned_zeros
 from convbench.kernels.gemm import (
     BLOCKING_PARAMS,
     DEFAULT_KC,
@@ -65,7 +66,7 @@ class IndirectNHWC(Prepared):
         rows = -(-m // blocking.MR) * blocking.MR
         self.offsets = input_row_offsets(p, rows)
         self.bound = np.empty_like(self.offsets)     # offsets with the zero vector's set
-        self.zero = np.zeros(p.ic, np.float32)                 # the shared zero vector
+        self.zero = page_aligned_zeros(p.ic)                    # the shared zero vector
         self.bound_to = -1
         self.rebinds = 0
         # B: per group the HWIO weights (taps*ICg x OCg) as one KC block of NR panels
@@ -81,7 +82,7 @@ class IndirectNHWC(Prepared):
         # a group's output columns are strided in NHWC: it is computed into a contiguous
         # buffer and copied, so the kernel sees one layout of C (a strided C is another
         # signature to compile: ~2.8 s on the smoke suite's depthwise layer, AMD host)
-        self.gout = np.empty((m, p.ocg), np.float32) if p.g > 1 else None
+        self.gout = page_aligned_empty((m, p.ocg)) if p.g > 1 else None
         self.workspace_bytes = sum(a.nbytes for a in (self.offsets, self.bound, self.zero,
                                                       self.gout) if a is not None)
 

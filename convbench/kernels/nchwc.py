@@ -55,6 +55,7 @@ from convbench import host
 from convbench.kernels import layouts
 from convbench.kernels._numba_support import cached_closure
 from convbench.kernels.base import Algorithm, Ints, Param, ParamValue, Prepared
+from convbench.kernels.buffers import page_aligned, page_aligned_zeros
 from convbench.kernels.register_tile import MIN_CHAINS, tile_fma, tile_store, tile_zero
 from convbench.spec.problem import ConvProblem
 
@@ -159,7 +160,7 @@ class BlockedNCHWc(Prepared):
         p = self.p = problem
         self.ic_bn, self.oc_bn = ic_bn, oc_bn
         self.in_layout, self.out_layout = layouts.blocked_name(ic_bn), layouts.blocked_name(oc_bn)
-        self.w = layouts.oihw_to_kcrsxcyk(np.asarray(w, np.float32), ic_bn, oc_bn)
+        self.w = page_aligned(layouts.oihw_to_kcrsxcyk(np.asarray(w, np.float32), ic_bn, oc_bn))
         self.packed_weight_bytes = self.w.nbytes
         # wide enough for the last reg_n block's reads past the output's right edge
         ow_padded = -(-p.ow // reg_n) * reg_n
@@ -171,7 +172,7 @@ class BlockedNCHWc(Prepared):
         # skips was a quarter of the time of MobileNet V2's 112 x 112 x 32 -> 16 projection
         # (150.6 -> 115.7 us on the Zen 4 host), less on 1x1 layers with less input per FLOP.
         self.in_place = (hp, wp) == (p.ih, p.iw)
-        self.xp = None if self.in_place else np.zeros(shape, np.float32)
+        self.xp = None if self.in_place else page_aligned_zeros(shape)
         self.ic_blocks = shape[1]
         self.workspace_bytes = 0 if self.xp is None else self.xp.nbytes
         fixed = (p.kh, p.kw) if unroll_ker else (0, 0)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from convbench.kernels.base import PERFORMED_FLOPS, Algorithm, Param, ParamValue, Prepared
+from convbench.kernels.buffers import page_aligned, page_aligned_empty, page_aligned_zeros
 from convbench.kernels.gemm import GEMM_BACKEND, Blocking, hot_gemm, own_blocking
 from convbench.spec.problem import ConvProblem
 
@@ -112,16 +113,16 @@ def _left_tree(a: np.ndarray, depth: int, blocking: Blocking | None) -> _Left:
     s4 = a12 - s2
     # order of the products M1..M7 (see _multiply)
     ops = [a11, a12, s4, a22, s1, s2, s3]
-    return _Left(a, [_left_tree(np.ascontiguousarray(o), depth - 1, blocking) for o in ops])
+    return _Left(a, [_left_tree(page_aligned(o), depth - 1, blocking) for o in ops])
 
 
 class _Level:
     """Scratch of one recursion level: two product blocks and one input-side block."""
 
     def __init__(self, h: int, l: int, e: int):  # noqa: E741
-        self.p = np.empty((h // 2, e // 2), np.float32)
-        self.q = np.empty((h // 2, e // 2), np.float32)
-        self.t = np.empty((l // 2, e // 2), np.float32)
+        self.p = page_aligned_empty((h // 2, e // 2))
+        self.q = page_aligned_empty((h // 2, e // 2))
+        self.t = page_aligned_empty((l // 2, e // 2))
 
     @property
     def nbytes(self) -> int:
@@ -140,17 +141,17 @@ class StrassenNCHW(Prepared):
         e, l, h = p.oh * p.ow, p.ic, p.oc  # noqa: E741
         self.e, self.l, self.h = e, l, h
         self.ep, self.lp, self.hp = (-(-v // unit) * unit for v in (e, l, h))
-        wpad = np.zeros((self.hp, self.lp), np.float32)
+        wpad = page_aligned_zeros((self.hp, self.lp))
         wpad[:h, :l] = np.asarray(w, np.float32).reshape(h, l)
         self.left = _left_tree(wpad, depth, blocking)
         self.levels = [_Level(self.hp >> d, self.lp >> d, self.ep >> d) for d in range(depth)]
         self.padded = (self.ep, self.lp, self.hp) != (e, l, h)
-        self.xpad = np.zeros((self.lp, self.ep), np.float32) if self.padded else None
-        self.ypad = np.empty((self.hp, self.ep), np.float32) if self.padded else None
+        self.xpad = page_aligned_zeros((self.lp, self.ep)) if self.padded else None
+        self.ypad = page_aligned_empty((self.hp, self.ep)) if self.padded else None
         self.bpack = None
         if blocking is not None:
             leaf_l, leaf_e = self.lp >> depth, self.ep >> depth
-            self.bpack = np.empty(blocking.packed_b_shape(leaf_l, leaf_e), np.float32)
+            self.bpack = page_aligned_empty(blocking.packed_b_shape(leaf_l, leaf_e))
         self.packed_weight_bytes = _tree_bytes(self.left)
         self.workspace_bytes = (sum(lv.nbytes for lv in self.levels)
                                 + sum(a.nbytes for a in (self.xpad, self.ypad, self.bpack)

@@ -55,6 +55,7 @@ from convbench.kernels.base import (
     ParamValue,
     Prepared,
 )
+from convbench.kernels.buffers import page_aligned, page_aligned_empty, page_aligned_zeros
 from convbench.kernels.gemm import (
     DEFAULT_MR,
     DEFAULT_NR,
@@ -307,13 +308,13 @@ class WinogradNHWC(Prepared):
         if gemm == "own":   # only the panels are kept: (alpha^2, OC/NR, IC, NR)
             self.u = self.blocking.pack_b_batch(np.ascontiguousarray(u, np.float32))
         else:
-            self.u = np.ascontiguousarray(u, dtype=np.float32)
-        self.bt = np.ascontiguousarray(t.bt, dtype=np.float32)
-        self.at = np.ascontiguousarray(t.at, dtype=np.float32)
+            self.u = page_aligned(np.asarray(u, dtype=np.float32))
+        self.bt = page_aligned(np.asarray(t.bt, dtype=np.float32))
+        self.at = page_aligned(np.asarray(t.at, dtype=np.float32))
         # Zero border written once; run() only refreshes the interior (staged only: the
         # fused schedule reads x in place).
         xp_shape = (p.mb, self.tiles_h * m + 2, self.tiles_w * m + 2, p.ic)
-        self.xp = np.zeros(xp_shape if schedule == STAGED else (0, 0, 0, 0), np.float32)
+        self.xp = page_aligned_zeros(xp_shape if schedule == STAGED else (0, 0, 0, 0))
         # gemm=own computes whole MR-row panels: V gets rows up to a multiple of MR (zeros
         # at first, stale tiles later: either way finite and their products never stored).
         mr = self.blocking.MR
@@ -322,11 +323,11 @@ class WinogradNHWC(Prepared):
         if schedule == FUSED:   # a V and an M per thread that can get a block
             chunks = min(numba.config.NUMBA_NUM_THREADS, -(-self.n_tiles // self.tile_block))
             self.fused = fused_pipeline(self.blocking.MR, self.blocking.NR)
-            self.v = np.zeros((chunks, alpha * alpha, v_rows, p.ic), np.float32)
-            self.mm = np.empty((chunks, alpha * alpha, self.tile_block, p.oc), np.float32)
+            self.v = page_aligned_zeros((chunks, alpha * alpha, v_rows, p.ic))
+            self.mm = page_aligned_empty((chunks, alpha * alpha, self.tile_block, p.oc))
         else:
-            self.v = np.zeros((alpha * alpha, v_rows, p.ic), np.float32)
-            self.mm = np.empty((alpha * alpha, self.tile_block, p.oc), np.float32)
+            self.v = page_aligned_zeros((alpha * alpha, v_rows, p.ic))
+            self.mm = page_aligned_empty((alpha * alpha, self.tile_block, p.oc))
         self.packed_weight_bytes = self.u.nbytes
         self.workspace_bytes = self.xp.nbytes + self.v.nbytes + self.mm.nbytes
         if gemm == "own":

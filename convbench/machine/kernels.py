@@ -10,7 +10,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from convbench.harness.inputs import page_aligned
+from convbench.kernels.buffers import page_aligned
 
 # FMA chains: each (thread, chain, lane) is one dependent chain x <- x*a + b.  A core
 # needs latency x pipes independent vector chains in flight to keep its FMA units busy:

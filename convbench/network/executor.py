@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from convbench.harness.inputs import page_aligned
 from convbench.kernels import layouts, registry, transforms
 from convbench.kernels.base import Prepared, Variant
+from convbench.kernels.buffers import page_aligned
 from convbench.kernels.reference import EPS32
 from convbench.network import glue
 from convbench.network.planfile import PassSpec, PlanFileError, TransformSpec

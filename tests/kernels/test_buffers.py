@@ -1,0 +1,68 @@
+"""Every float32 buffer an own kernel keeps (packed weights, padded copies, scratch) starts
+on a page boundary, as the harness's inputs and outputs do (convbench/kernels/buffers.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from convbench.harness.inputs import make_inputs
+from convbench.kernels import registry
+from convbench.kernels.buffers import PAGE_BYTES, page_aligned, page_aligned_empty
+from convbench.spec.problem import ConvProblem
+
+OWN = sorted(name for name, alg in registry.algorithms().items() if not alg.baseline)
+PROBLEMS = (
+    ConvProblem.make(mb=1, ic=32, oc=48, ih=14, iw=14, kh=3, kw=3, ph=1, pw=1, name="dense"),
+    ConvProblem.make(mb=1, g=32, ic=32, oc=32, ih=14, iw=14, kh=3, kw=3, sh=2, sw=2, ph=1,
+                     pw=1, name="depthwise"),
+    ConvProblem.make(mb=1, g=2, ic=32, oc=32, ih=9, iw=9, kh=1, kw=1, name="grouped_1x1"),
+    ConvProblem.make(mb=1, ic=64, oc=40, ih=9, iw=7, kh=1, kw=1, name="pointwise"),
+)
+
+
+def _arrays(obj: object, where: str, seen: set[int]) -> Iterator[tuple[str, np.ndarray]]:
+    """The numpy arrays ``obj`` holds: attributes, list items, and the attributes of the
+    project's own helper objects (a GEMM blocking, a Strassen tree), recursively."""
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        yield where, obj
+    elif isinstance(obj, (list, tuple)):
+        for i, item in enumerate(obj):
+            yield from _arrays(item, f"{where}[{i}]", seen)
+    elif type(obj).__module__.startswith("convbench.") and hasattr(obj, "__dict__"):
+        for name, value in vars(obj).items():
+            yield from _arrays(value, f"{where}.{name}", seen)
+
+
+@pytest.mark.parametrize("algorithm", OWN)
+def test_own_kernels_keep_their_buffers_on_pages(algorithm: str) -> None:
+    checked = 0
+    for problem in PROBLEMS:
+        _, w = make_inputs(problem, seed=1)
+        for variant, skip in registry.variants(problem, (algorithm,)):
+            if skip is not None:
+                continue
+            prepared = registry.get(algorithm).build(problem, w, variant.layout,
+                                                     variant.param_dict)
+            for where, a in _arrays(prepared, variant.id, set()):
+                if a.dtype == np.float32 and a.nbytes >= 64:
+                    assert a.ctypes.data % PAGE_BYTES == 0, (where, a.ctypes.data % PAGE_BYTES)
+                    checked += 1
+    assert checked, f"{algorithm}: no variant with a buffer on these problems"
+
+
+@pytest.mark.parametrize("shape", [(0,), (1,), (16,), (3, 5, 7), (1025, 513), (0, 4, 0, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8])
+def test_page_aligned_arrays_start_on_a_page(shape: tuple[int, ...], dtype: type) -> None:
+    a = page_aligned_empty(shape, dtype)
+    assert (a.shape, a.dtype) == (shape, np.dtype(dtype)) and a.flags.c_contiguous
+    src = np.arange(int(np.prod(shape))).astype(dtype).reshape(shape)
+    b = page_aligned(src)
+    np.testing.assert_array_equal(b, src)
+    for arr in (a, b):
+        assert arr.size == 0 or arr.ctypes.data % PAGE_BYTES == 0
