@@ -37,6 +37,26 @@ def test_matches_reference(problem, layout):
     assert report.passed, f"{layout} on {problem}: {report.reason}"
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_nhwc_with_the_channel_count_compiled_in(stride):
+    """C a multiple of the vector width is compiled into the NHWC kernel (its pixel stride);
+    the kernel matches the reference in every tile and order, and refuses another C."""
+    p = ConvProblem.make(g=48, ic=48, oc=48, ih=9, iw=13, kh=3, kw=3, sh=stride, sw=stride,
+                         ph=1, pw=1)
+    _, w = make_inputs(p, 1)
+    for tile in depthwise.TILES:
+        for order in depthwise.ORDERS:
+            kernel = depthwise.DepthwiseNHWC(p, w, tile, order)
+            assert kernel.channels == 48
+            report = _run(p, "nhwc", kernel)
+            assert report.passed, f"{tile} {order}: {report.reason}"
+    odd = ConvProblem.make(g=40, ic=40, oc=40, ih=5, iw=5, kh=3, kw=3, ph=1, pw=1)
+    assert depthwise.DepthwiseNHWC(odd, make_inputs(odd, 1)[1]).channels == 0
+    x = np.zeros((1, 5, 5, 32), np.float32)
+    with pytest.raises(ValueError, match="built for 48"):
+        kernel.run(x, np.zeros((1, 5, 5, 32), np.float32))
+
+
 @pytest.mark.parametrize("layout", sorted(KERNELS))
 @pytest.mark.parametrize("shape", [
     dict(g=35, ic=35, oc=35, ih=9, iw=4, kh=3, kw=3, sh=2, sw=2, ph=1, pw=1),  # 2 blocks + 3
