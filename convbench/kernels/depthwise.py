@@ -49,7 +49,9 @@ V = 16   # channels per packed weight block: one zmm register of float32
 # stride 2: all 38-44).  A layer sweeps the tiles whose pixels divide its output width
 # (:func:`layer_domains`), so no tile is partial: 7 divides every MobileNet width (as
 # NeoCPU's reg_n = 7): on the 7 x 7 stride-2 layer (conv_dw_12) NCHW16c 1 x 7 ran 1.07-1.16x
-# faster than 1 x 8, the best tile before (it leaves one of 8 pixels idle; Zen 4, 1 thread).
+# faster than 1 x 8, the best tile before (it leaves one of 8 pixels idle; Zen 4, 1 thread,
+# in-process).  In the sweeps the winner varies by layer and threads (MobileNet V1/V2 at 1
+# thread: a new tile in 13 of 38 depthwise cases, 1 x 2 on conv_dw_4/6): so all are swept.
 TILES = ("1x2", "1x4", "1x7", "1x8", "2x4", "2x7")
 DEFAULT_TILE = "2x4"
 ORDERS = ("tiles", "blocks")
