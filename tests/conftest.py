@@ -33,6 +33,12 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput[parallel.SHARED_KEY] = str(parallel.controller_dir(node.config))
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the order the files are handed out in (tests/parallel.py)."""
+    if getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput"):
+        parallel.order_files(items)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     parallel.remove_shared_dir(config)
 

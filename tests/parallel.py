@@ -12,6 +12,15 @@
 pyproject's ``--dist loadfile`` keeps a file's tests on one worker, so a module fixture (a run
 the file's tests all read) is set up once, not once per worker.  Without xdist (``pytest``
 alone, or one test) nothing here waits or shares.
+
+- **Order.** xdist hands files out in the order it gets them (``--no-loadscope-reorder``;
+  by default it sorts them by test count, which put a 73 s file last on one worker while
+  the other had ended 96 s before).  :func:`order_files` hands out the longest first
+  (``tests/durations.json``, refreshed by ``tools/test_durations.py``) so the two end
+  together, and the files with serial tests last: the other worker waits through a serial
+  test whenever it runs, and by the end the numba cache holds the kernels the other files
+  compiled, so a serial smoke run (33 s with a cold numba cache, 13 s warm, Zen 4) does not
+  compile while the other worker waits.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from typing import Any
 import pytest
 
 MARKER = "serial"
+DURATIONS = Path(__file__).with_name("durations.json")
 SHARED_KEY = "convbench_shared_dir"   # the controller's folder, passed in workerinput
 
 
@@ -100,3 +110,19 @@ def once(config: pytest.Config, name: str, fallback: Path,
             folder.mkdir(exist_ok=True)
             answer.write_text(json.dumps(make(folder)))
     return json.loads(answer.read_text()), folder
+
+
+def order_files(items: list[pytest.Item]) -> None:
+    """Reorder ``items`` in place, a file's tests kept together and in their order: files
+    without serial tests, longest first (a file missing from the durations as a short one),
+    then those with serial tests, longest first."""
+    seconds = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+
+    def key(path: str) -> tuple[bool, float]:
+        serial = any(i.get_closest_marker(MARKER) is not None for i in files[path])
+        return serial, -seconds.get(path, 0.0)
+
+    items[:] = [item for path in sorted(files, key=key) for item in files[path]]
