@@ -1,11 +1,13 @@
 """What the tests need to run as two pytest-xdist workers (``pytest -n 2``) and stay true.
 
 - **Serial tests.** A test marked ``serial`` measures times and judges them (the gate's
-  end-to-end tests), measures the machine's limits, or loads the CPUs on purpose (the busy
-  warning): it runs with no other test beside it.  The two workers share a readers-writer
-  lock (``flock`` on two files in a folder the controller makes): every test holds the
-  ``rw`` file shared, a serial test holds it exclusively; the ``gate`` file gives a waiting
-  serial test priority, so the other worker's next test waits instead of starving it.
+  end-to-end tests) or loads the CPUs on purpose (the busy warning): it runs with no other
+  test beside it.  Measuring the machine's limits is not serial: those tests judge
+  structure and plausibility only, and a serial test holds both cores (27 + 10 s of them).
+  The two workers share a readers-writer lock (``flock`` on two files in a folder the
+  controller makes): every test holds the ``rw`` file shared, a serial test holds it
+  exclusively; the ``gate`` file gives a waiting serial test priority, so the other
+  worker's next test waits instead of starving it.
 - **Session work done once.** A session fixture (a smoke run, a tune) would otherwise run
   once per worker: :func:`once` runs it in one worker and the other reads what it left.
 

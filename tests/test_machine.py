@@ -15,8 +15,8 @@ from convbench.cli import cli
 from convbench.machine import store
 from convbench.machine.bandwidth import LEVELS, cache_levels, working_set_bytes
 
-# measures the machine's peak and bandwidth: no other test beside it
-pytestmark = pytest.mark.serial
+# not serial: the figures are checked for structure and plausibility, never for speed, so
+# a test beside them costs nothing but time (tests/parallel.py)
 
 
 def _fake_cache(root, index, level, kind, size, shared):

@@ -26,8 +26,8 @@ from convbench.results import record, schema
 from convbench.results import store as results_store
 from convbench.spec.descriptor import parse_descriptor
 
-# measures the machine's peak and bandwidth: no other test beside it
-pytestmark = pytest.mark.serial
+# not serial: the figures are checked for structure and plausibility, never for speed, so
+# a test beside them costs nothing but time (tests/parallel.py)
 
 # --- the curve's sizes and its lookup -----------------------------------------------------
 
