@@ -46,12 +46,12 @@ V = 16   # channels per packed weight block: one zmm register of float32
 # NHWC register tiles, "rows x pixels": output pixels summed together share loaded inputs.
 # Larger tiles load less per FMA but were not faster on the Zen 4 host (NCHW16c, 1 thread,
 # 112 x 112 x 32 stride 1: 2 x 4 93-95 GFLOP/s, 3 x 4 and 4 x 4 73, 2 x 8 68, 1 x 16 61;
-# stride 2: all 38-44).  A layer sweeps the tiles whose pixels divide its output width
-# (:func:`layer_domains`), so no tile is partial: 7 divides every MobileNet width (as
-# NeoCPU's reg_n = 7): on the 7 x 7 stride-2 layer (conv_dw_12) NCHW16c 1 x 7 ran 1.07-1.16x
-# faster than 1 x 8, the best tile before (it leaves one of 8 pixels idle; Zen 4, 1 thread,
-# in-process).  In the sweeps the winner varies by layer and threads (MobileNet V1/V2 at 1
-# thread: a new tile in 13 of 38 depthwise cases, 1 x 2 on conv_dw_4/6): so all are swept.
+# stride 2: all 38-44).  Every layer sweeps all of them: the winner varies by layer,
+# layout and threads.  Sweeping only the tiles whose pixels divide the output width (and
+# 2 x 4) had dropped the winner: on the 7 x 7 stride-2 layer (conv_dw_12) NHWC 1 x 2 (three
+# whole tiles and a half one per row) was the fastest own variant at 2 threads, 0.92 of
+# ORT's time against 0.89 for the best tile of that rule (Zen 4, in-process, best of 7);
+# 1 x 7 (as NeoCPU's reg_n = 7) won it at 1 thread in NCHW16c, 1.07-1.16x over 1 x 8.
 TILES = ("1x2", "1x4", "1x7", "1x8", "2x4", "2x7")
 DEFAULT_TILE = "2x4"
 ORDERS = ("tiles", "blocks")
@@ -61,15 +61,6 @@ PARAMS = (Param("tile", TILES, DEFAULT_TILE,
                 "NHWC and NCHW16c register tile: output rows x pixels"),
           Param("order", ORDERS, DEFAULT_ORDER, "NHWC loop outside the other: tiles or "
                 "channel blocks"))
-
-
-def layer_domains(problem: ConvProblem) -> dict[str, tuple[ParamValue, ...]]:
-    """The tiles one layer sweeps: those whose pixel count divides the output width, and the
-    default (the NCHW kernel's one variant, and a reference point); all of them where no
-    other divides it."""
-    fitting = tuple(t for t in TILES
-                    if t == DEFAULT_TILE or problem.ow % tile_shape(t)[1] == 0)
-    return {"tile": fitting if len(fitting) > 1 else TILES}
 
 
 def tile_shape(tile: str) -> tuple[int, int]:
@@ -445,7 +436,6 @@ ALGORITHMS = [
         build=_build,
         applies=_applies,
         params=PARAMS,
-        layer_domains=layer_domains,
         notes=f"NHWC weights packed [C/{V}] x KW x KH x {V}; stride 1 or 2; memory-bound: "
               "judge it by bandwidth (compulsory_bytes / time) against the roofline.",
     )
