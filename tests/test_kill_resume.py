@@ -1,15 +1,16 @@
 """Kill a run at random moments, every phase included, and finish it (issue 16, item 5).
 
-The runner is SIGKILLed (its workers follow it, harness.worker asks for that) at 12 moments
+The runner is SIGKILLed (its workers follow it, harness.worker asks for that) at 9 moments
 spread over an uninterrupted run's wall time, several in its first second: before the
 results directory exists, while it is built, during a group, between groups, while the
 files are written at the end.  After the first second, one random moment falls in each of
-7 equal slices of the run, so every stretch of it is hit (20 purely random moments, as
-before, cost 8 more killed-and-finished runs, ~60 s on two cores, and left stretches out
-by chance).  Each killed run is finished the way a user would: ``--resume
-DIR`` where a manifest is there, else a new run at the same path (the path must be free
-then).  Every finished directory holds the same cases with the same statuses as the
-uninterrupted run, no temporary file, and the killed runner's scratch folder is gone.
+4 equal slices of the run, so every stretch of it is hit (20 purely random moments, as
+before, cost 11 more killed-and-finished runs, ~80 s on two cores, and left stretches out
+by chance; 7 slices took 73-121 s of a 10-minute suite).  Each killed run is finished the
+way a user would: ``--resume DIR`` where a manifest is there, else a new run at the same
+path (the path must be free then).  Every finished directory holds the same cases with the
+same statuses as the uninterrupted run, no temporary file, and the killed runner's scratch
+folder is gone.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from convbench.results import schema, store
 from tests.conftest import DATA, ROOT, convbench_process
 
 TINY = DATA / "tiny_suite.yaml"
-KILLS = 12
+KILLS = 9
 EARLY = (0.05, 0.2, 0.4, 0.7, 1.0)   # seconds: imports, planning, the directory's creation
 
 
