@@ -51,7 +51,7 @@ V = 16   # channels per packed weight block: one zmm register of float32
 # 2 x 4) had dropped the winner: on the 7 x 7 stride-2 layer (conv_dw_12) NHWC 1 x 2 (three
 # whole tiles and a half one per row) was the fastest own variant at 2 threads, ORT's time
 # / ours 0.92 against 0.89 for the best tile of that rule (Zen 4, in-process, best of 7);
-# 1 x 7 (as NeoCPU's reg_n = 7) won it at 1 thread in NCHW16c, 1.07-1.16x over 1 x 8.
+# at 1 thread NCHW16c 1 x 7 (as NeoCPU's reg_n = 7) ran 1.07-1.16x faster than 1 x 8 there.
 TILES = ("1x2", "1x4", "1x7", "1x8", "2x4", "2x7")
 DEFAULT_TILE = "2x4"
 ORDERS = ("tiles", "blocks")
