@@ -34,8 +34,9 @@ def pytest_configure_node(node: Any) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist, the order the files are handed out in (tests/parallel.py)."""
-    if getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput"):
+    """Under xdist, the order the files are handed out in (tests/parallel.py): the workers'
+    collections are the ones the controller schedules, so only they reorder."""
+    if parallel.shared_dir(config) is not None:
         parallel.order_files(items)
 
 

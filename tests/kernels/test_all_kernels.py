@@ -41,9 +41,10 @@ def _check_all(problem: ConvProblem, algorithm: str) -> int:
 # of compiling (the suite's longest test); its own test_matches_reference draws 30 problems
 # with random blocks and tiles and test_registered_grid_is_small_and_passes runs the whole
 # grid on one layer, so here one checks the registry's grid for a drawn layer (2 draws took
-# 35-48 s, 4 took 48 s, the longest test of a 13-minute suite).  depthwise3x3 likewise: a depthwise
-# problem (a quarter of the draws) sweeps 6 tiles x 3 layouts and orders, compiled per
-# channel count (12 draws took 60 s), and its own tests run every tile on edge shapes.
+# 35-48 s, 4 took 48 s: the longest test of a 13-minute suite).  depthwise3x3 likewise: a
+# depthwise problem (a quarter of the draws) sweeps 6 tiles x 3 layouts and orders,
+# compiled per channel count (12 draws took 60 s), and its own tests run every tile on
+# edge shapes.
 EXAMPLES = {"nchwc": 1, "depthwise3x3": 4}
 
 
