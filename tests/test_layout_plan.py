@@ -103,15 +103,18 @@ def transform_cost(per_pair: dict):
 
 
 def brute_force(net: Net, costs, transform_seconds, glue_seconds=lambda op, layout: 0.0,
-                glue_layout: str | None = None) -> float:
+                glue_layout: str | None = None, accept=lambda chosen: True) -> float:
     """Every candidate of every conv and every layout choice of every add, simulated
-    (``glue_layout``: every glue op runs in it instead)."""
+    (``glue_layout``: every glue op runs in it instead; ``accept``: only the choices of
+    candidates per conv op it accepts)."""
     convs = [op for op in net.ops if op.kind == "conv"]
     adds = [op for op in net.ops if op.kind == "add"]
     best = float("inf")
     for picks in itertools.product(*(costs[op.layer] for op in convs)):
+        chosen = dict(zip((op.name for op in convs), picks, strict=True))
+        if not accept(chosen):
+            continue
         for add_sides in itertools.product(*([0, 1] for _ in adds)):
-            chosen = dict(zip((op.name for op in convs), picks, strict=True))
             side = dict(zip((op.name for op in adds), add_sides, strict=True))
             layout = {"input": "nchw"}
             total = 0.0
@@ -172,6 +175,49 @@ def test_alternatives_bracket_the_optimum(case):
                        for s in alternative.steps if s.kind == "conv")
 
 
+def _one_block_everywhere(net: Net, layout: str):
+    """Whether a choice of candidates keeps every tensor the network computes in
+    ``layout``: every conv writes it and reads it, but a conv on the network input may read
+    any blocked layout, if its layer runs no other conv (one filter per layer)."""
+    convs = [op for op in net.ops if op.kind == "conv"]
+    later = {op.layer for op in convs if "input" not in op.inputs}
+
+    def accept(chosen) -> bool:
+        for op in convs:
+            c = chosen[op.name]
+            stem = "input" in op.inputs and op.layer not in later
+            if c.out_layout != layout or not (
+                    c.in_layout == layout or (stem and c.in_layout in ("nchw8c", "nchw16c"))):
+                return False
+        return True
+    return accept
+
+
+@settings(max_examples=100, deadline=None)
+@given(networks())
+def test_the_one_block_plan_is_the_brute_force_best_with_one_block_everywhere(case):
+    """NeoCPU's section 3.2 plan (one block x for the whole network): for each x, the
+    cheapest choice with every computed tensor in NCHW[x]c, and the best over x."""
+    net, costs, per_pair, per_glue = case
+    cost, glue = transform_cost(per_pair), glue_cost(per_glue)
+    best, each = plan.one_block(net, costs, cost, glue)
+    written = {c.out_layout for cands in costs.values() for c in cands}
+    assert sorted(each) == sorted(lay for lay in written if lay in ("nchw8c", "nchw16c"))
+    totals = {}
+    for layout, one in each.items():
+        truth = brute_force(net, costs, cost, glue, accept=_one_block_everywhere(net, layout))
+        if math.isinf(truth):
+            assert isinstance(one, str) and "no measured" in one
+            continue
+        assert one.total_seconds == pytest.approx(truth)
+        assert one.total_seconds >= plan.optimal(net, costs, cost, glue).total_seconds - 1e-9
+        totals[layout] = truth
+    if totals:
+        assert best.total_seconds == pytest.approx(min(totals.values()))
+    else:
+        assert isinstance(best, str)
+
+
 @settings(max_examples=100, deadline=None)
 @given(networks())
 def test_local_plans_keep_each_layers_fastest_candidate_and_cost_what_brute_force_says(case):
@@ -222,6 +268,34 @@ def test_a_blocked_region_pays_its_edge_transforms_once_each():
     assert plan.one_layout(_residual(), costs, lambda *a: 1.0, "nhwc") == (
         "layer A has no measured nhwc candidate")
     assert plan.per_layer_bound(_residual(), costs).total_seconds == 12.0
+    blocked, each = plan.one_block(_residual(), costs, lambda *a: 1.0)
+    assert blocked.total_seconds == 14.0 and list(each) == ["nchw16c"]
+
+
+def test_one_block_lets_the_stem_read_any_block_and_says_which_block_fails():
+    """The stem reads the 3-channel input in NCHW3c (no larger block divides it); with
+    NCHW16c everywhere else that is still the one-block plan.  A block some conv cannot
+    write is named with the conv's layer."""
+    costs = {"A": [Candidate("A/3c", "nchw3c", "nchw16c", 4.0),
+                   Candidate("A/8c", "nchw3c", "nchw8c", 3.0)],
+             "B": [Candidate("B/16c", "nchw16c", "nchw16c", 4.0)]}
+    ops = (Op("c1", "conv", ("input",), "A"), Op("r1", "relu", ("c1",)),
+           Op("c2", "conv", ("r1",), "B"))
+    net = Net(ops, {"input": (1, 3, 4, 4), "c1": (1, 16, 4, 4), "r1": (1, 16, 4, 4),
+                    "c2": (1, 16, 4, 4)})
+    blocked, each = plan.one_block(net, costs, lambda *a: 1.0)
+    assert list(each) == ["nchw8c", "nchw16c"]
+    assert each["nchw8c"] == "layer B has no measured nchw8c candidate"
+    assert blocked is each["nchw16c"] and blocked.total_seconds == 10.0
+    assert [(t.src, t.dst) for t in blocked.transforms] == [("nchw", "nchw3c"),
+                                                             ("nchw16c", "nchw")]
+    # all-NHWC and all-NCHW keep their rule: the stem reads the layout itself
+    assert plan.one_layout(net, costs, lambda *a: 1.0, "nchw16c") == (
+        "layer A has no measured nchw16c candidate")
+    only_plain = {"A": [Candidate("A/nchw", "nchw", "nchw", 1.0)],
+                  "B": [Candidate("B/nchw", "nchw", "nchw", 1.0)]}
+    assert plan.one_block(net, only_plain, lambda *a: 1.0) == (
+        "no measured candidate writes a blocked layout", {})
 
 
 def test_the_global_step_beats_the_local_plan_when_fastest_layouts_alternate():
@@ -304,6 +378,12 @@ def test_plan_command_from_records_and_transforms(tmp_path, cli, monkeypatch):
     assert document["predicted"]["total_s"] == pytest.approx(14e-3)
     assert document["alternatives"]["all-nchw"]["total_s"] == pytest.approx(30e-3)
     assert "unavailable" in document["alternatives"]["all-nhwc"]
+    # one block for the whole network is the plan here (NeoCPU's section 3.2 plan)
+    blocked = document["alternatives"]["all-nchwxc"]
+    assert blocked["total_s"] == pytest.approx(14e-3) and len(blocked["ops"]) == 5
+    assert blocked["blocks"] == {"nchw16c": {"total_s": pytest.approx(14e-3)}}
+    assert "all-nchwxc (nchw16c, the best block)" in out
+    assert "all-nchwxc per block: nchw16c 14.000 ms" in out
     # every conv's fastest candidate is blocked, so the local plan is the plan here, and
     # with the glue in NCHW it pays a transform on each side of the relu and the add
     local = document["alternatives"]["local-best"]

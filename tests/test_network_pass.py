@@ -53,6 +53,9 @@ def _make_plan(directory, extra: list[str] = ()) -> dict:
     records += [_record("c3x3", "nchwc", "nchwxc", BLOCKED, 5e-6),
                 _record("c1x1", "im2col", "nhwc", {"gemm": "blas"}, 5e-6),
                 _record("c3x3s", "nchwc", "nchwxc", {**BLOCKED, "ic_bn": 8}, 5e-6), *extra]
+    # one block (8) through the whole network: slower, so the plan mixes layouts
+    records += [_record("c3x3", "nchwc", "nchwxc", {**BLOCKED, "ic_bn": 8}, 6e-6),
+                _record("c1x1", "nchwc", "nchwxc", {**BLOCKED, "ic_bn": 8}, 30e-6)]
     (directory / "records.jsonl").write_text("\n".join(records) + "\n")
     pd.DataFrame([{"mb": 1, "c": 16, "h": 8, "w": 8, "from_layout": a, "to_layout": b,
                    "threads": 1, "median_s": 1e-6, "status": "ok"}
@@ -153,6 +156,16 @@ def test_the_plan_as_the_command_reads_it_mixes_layouts(plan_dir):
         alt = plan.passes[label]
         assert isinstance(alt, planfile.PassSpec), alt
         assert {s.in_layout for s in alt.steps if s.kind == "conv"} == {label[4:]}
+    # one block for every tensor the network computes; the stem reads the input in the
+    # block of its fastest candidate (16, written as 8)
+    blocked = plan.passes["all-nchwxc"]
+    assert isinstance(blocked, planfile.PassSpec), blocked
+    assert {s.layout for s in blocked.steps} == {"nchw8c"}
+    assert [s.in_layout for s in blocked.steps if s.kind == "conv"] == [
+        "nchw16c", "nchw8c", "nchw8c"]
+    assert [(t.src, t.dst) for s in blocked.steps for t in s.transforms] == [
+        ("nchw", "nchw16c")]
+    assert blocked.predicted_s > spec.predicted_s
     # the local plans: each conv's fastest record (nchwc, im2col/nhwc, nchwc), glue free
     # or in NCHW
     fastest = ["nchwc/", "im2col/nhwc/", "nchwc/"]
@@ -166,7 +179,7 @@ def test_the_plan_as_the_command_reads_it_mixes_layouts(plan_dir):
     assert plan.bound_s < spec.predicted_s and plan.suite.name == "net"
 
 
-@pytest.mark.parametrize("label", ["plan", "all-nchw", "all-nhwc"])
+@pytest.mark.parametrize("label", ["plan", "all-nchw", "all-nhwc", "all-nchwxc"])
 def test_a_pass_matches_the_float64_reference(plan_dir, reference_pass, label):
     graph, x, weights, reference = reference_pass
     spec = planfile.read_plan(plan_dir / "plan.json").passes[label]

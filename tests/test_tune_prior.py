@@ -139,8 +139,12 @@ def test_the_cover_adds_the_best_ranked_of_each_missing_layout():
     blocked, other_block = ("nchw8c", "nchw8c"), ("nchw16c", "nchw16c")
     layouts = [("nchw8c", "nchw16c"), blocked, ("nhwc", "nhwc"), other_block,
                ("nchw", "nchw"), ("nhwc", "nhwc")]
-    # ranked 0, 1 first: one blocked already in; NHWC's best is 2, NCHW's 4; 3 and 5 not
-    assert prior.layout_cover([0, 1, 3, 2, 5, 4], layouts, 2) == [0, 1, 2, 4]
+    # ranked 0, 1 first: the top reads nchw8c and writes nchw16c, so NCHW16c's best (3)
+    # comes in beside NCHW8c's (1), for a one-block plan of either; NHWC's best is 2,
+    # NCHW's 4; 5 not
+    assert prior.layout_cover([0, 1, 3, 2, 5, 4], layouts, 2) == [0, 1, 3, 2, 4]
+    # a top without a blocked layout gets one blocked layout's best, not every block's
+    assert prior.layout_cover([2, 3, 1, 4], layouts, 1) == [2, 3, 4]
     # a top that covers every kind is the whole field
     assert prior.layout_cover([1, 2, 4, 0, 3, 5], layouts, 3) == [1, 2, 4]
     # a mixed in/out layout covers nothing: its own kind's best still comes in

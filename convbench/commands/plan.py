@@ -29,10 +29,10 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
             transforms_dir: Path, threads: int | None, cache: str | None,
             vector_width: str | None, output: Path | None, verbose: bool) -> int:
     """Choose a variant for every conv of SUITE's network so that conv times plus the
-    glue ops and layout transforms between them are smallest (an exact dynamic program), and compare
-    with the best all-NCHW and all-NHWC plans, the local plans (each conv its own fastest
-    variant, transforms where layouts disagree; glue free or in NCHW) and the per-layer
-    bound."""
+    glue ops and layout transforms between them are smallest (an exact dynamic program),
+    and compare with the best all-NCHW, all-NHWC and all-NCHW[x]c (one block x for the
+    whole network) plans, the local plans (each conv its own fastest variant, transforms
+    where layouts disagree; glue free or in NCHW) and the per-layer bound."""
     from convbench.errors import ConvbenchError
     from convbench.harness import transform_run
     from convbench.plan import costs, layouts, report
@@ -69,6 +69,11 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
     for layout in ("nchw", "nhwc"):
         alternatives[f"all-{layout}"] = layouts.one_layout(graph, table.costs,
                                                            transform_seconds, layout, glue)
+    blocked, blocks = layouts.one_block(graph, table.costs, transform_seconds, glue)
+    if isinstance(blocked, layouts.Plan):
+        x = blocked.label.removeprefix("all-")
+        blocked = dataclasses.replace(blocked, label=f"all-nchwxc ({x}, the best block)")
+    alternatives["all-nchwxc"] = blocked
     alternatives["local-best"] = layouts.local_best(graph, table.costs, transform_seconds, glue)
     alternatives["local-best-nchw-glue"] = layouts.local_best(graph, table.costs,
                                                               transform_seconds, glue, "nchw")
@@ -79,6 +84,9 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
     click.echo(report.plan_table(best))
     click.echo("")
     click.echo(report.alternatives_table(alternatives))
+    if blocks:
+        click.echo("all-nchwxc per block: " + "; ".join(report.block_text(lay, p)
+                                                        for lay, p in blocks.items()))
     if verbose:
         click.echo("")
         click.echo("\n".join(report.explanations(best)))
@@ -94,6 +102,8 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
                                     left_out={"candidates": len(left_out),
                                               "layouts": untimed},
                                     **_suite_source(loaded))
+        document["alternatives"]["all-nchwxc"]["blocks"] = {
+            lay: report.block_json(p) for lay, p in blocks.items()}
         output.write_text(json.dumps(document, indent=1) + "\n")
         click.echo(f"plan: {output}")
     return 0

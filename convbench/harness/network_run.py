@@ -1,11 +1,12 @@
 """``convbench run --network PLAN``: whole network passes measured in worker processes, into
 a results directory with ``network.parquet``, ``environment.json`` and a copy of the plan.
 
-Passes: the plan's (``plan``), the best all-NCHW and all-NHWC plans (``all-nchw``,
-``all-nhwc``), the local plans (``local-best``, ``local-best-nchw-glue``: each conv its own
-fastest variant, no global step), each when plan.json has it, and prepacked oneDNN over the
-same graph (``onednn``), each in every cache mode asked for at every thread count; the
-per-layer bound (each conv's fastest candidate, transforms ignored) runs nothing and is
+Passes: the plan's (``plan``), the best all-NCHW, all-NHWC and all-NCHW[x]c plans
+(``all-nchw``, ``all-nhwc``, ``all-nchwxc``: one block x for the whole network), the local
+plans (``local-best``, ``local-best-nchw-glue``: each conv its own fastest variant, no
+global step), each when plan.json has it, and prepacked oneDNN over the same graph
+(``onednn``), each in every cache mode asked for at every thread count; the per-layer
+bound (each conv's fastest candidate, transforms ignored) runs nothing and is
 carried as its predicted total only.  Every thread count gets ``timing.processes`` workers
 (:mod:`convbench.harness.network_worker`), their values pooled as the runner pools a
 case's and summarised by :mod:`convbench.stats`.

@@ -1,6 +1,6 @@
 """plan.json as the network pass reads it: the suite the plan was made for, and per runnable
-plan (the chosen one, the best all-NCHW, the best all-NHWC, the two local plans) every op's
-variant and layouts and every transform, with its predicted time.
+plan (the chosen one, the best all-NCHW, all-NHWC and all-NCHW[x]c, the two local plans)
+every op's variant and layouts and every transform, with its predicted time.
 
 ``convbench plan`` writes the suite's own text into plan.json, so the pass runs the graph
 the plan was made for; a plan.json written before that names the suite only, which is then
@@ -25,7 +25,7 @@ from convbench.spec.suite import Suite, load_suite, parse_suite
 PLAN = "plan"
 # runnable alternatives, pass label -> plan.json key: the best single-layout plans, and the
 # local plans (each conv's own fastest variant, no global step: convbench.plan.layouts)
-SINGLE_LAYOUT = {"all-nchw": "all-nchw", "all-nhwc": "all-nhwc"}
+SINGLE_LAYOUT = {"all-nchw": "all-nchw", "all-nhwc": "all-nhwc", "all-nchwxc": "all-nchwxc"}
 LOCAL = {"local-best": "local-best", "local-best-nchw-glue": "local-best-nchw-glue"}
 ALTERNATIVES = {**SINGLE_LAYOUT, **LOCAL}
 BOUND_KEY = "per-layer bound"

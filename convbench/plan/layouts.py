@@ -19,15 +19,17 @@ residual network at most two, so a ResNet-50 plans in milliseconds.  A graph wit
 concurrently live tensors (concatenations) would grow as L^live: the paper's register
 allocation heuristic is the answer there, not needed for the suites we ship.
 
-Also computed, for comparison: the best plan with every conv in one layout (all-NCHW,
-all-NHWC; transforms at the network's edges only); the *local* plans, NeoCPU's local search
-without its global step (each conv keeps its own fastest candidate, as tuned in isolation,
-and the tensors between pay what those choices force: ``local-best`` with the glue ops
-free to run in their input's layout, ``local-best-nchw-glue`` with every glue op in NCHW as
-in a framework whose relu, pooling and add know only NCHW -- the paper's Table 3 compares
-these steps, 1.1-1.5x each); and the per-layer bound (each conv's fastest candidate,
-transforms ignored): no plan can beat it, and no real plan reaches it when the fastest
-candidates disagree on layouts.
+Also computed, for comparison: the best plan with every tensor the network computes in one
+layout (all-NCHW, all-NHWC, and all-NCHW[x]c with one block x for the whole network: the
+paper's section 3.2 and Table 3's "transform elimination" row, which its global search
+beat by 1.1-1.5x; transforms at the network's edges only); the *local* plans, NeoCPU's
+local search without its global step (each conv keeps its own fastest candidate, as tuned
+in isolation, and the tensors between pay what those choices force: ``local-best`` with the
+glue ops free to run in their input's layout, ``local-best-nchw-glue`` with every glue op in
+NCHW as in a framework whose relu, pooling and add know only NCHW -- the paper's Table 3
+compares these steps, 1.1-1.5x each); and the per-layer bound (each conv's fastest
+candidate, transforms ignored): no plan can beat it, and no real plan reaches it when the
+fastest candidates disagree on layouts.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from convbench.errors import ConvbenchError
+from convbench.kernels.layouts import block_size
 
 Shape = tuple[int, int, int, int]
 TransformSeconds = Callable[[Shape, str, str], float]
@@ -304,15 +307,49 @@ def _us(seconds: float) -> str:
 
 def one_layout(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
                transform_seconds: TransformSeconds, layout: str,
-               glue_seconds: GlueSeconds | None = None) -> Plan | str:
-    """The best plan with every conv reading and writing ``layout``; the reason when some
-    layer has no such candidate."""
-    kept = {layer: [c for c in cands if c.in_layout == c.out_layout == layout]
+               glue_seconds: GlueSeconds | None = None,
+               input_layouts: frozenset[str] = frozenset()) -> Plan | str:
+    """The best plan with every tensor the network computes in ``layout``: every conv writes
+    it and reads it, except that a conv reading the network input may also read one of
+    ``input_layouts`` (transformed at the network's edge, as ``layout`` itself would be);
+    the reason when some conv has no such candidate."""
+    readers = {op.layer for op in graph.ops if op.kind == "conv" and NETWORK_INPUT in op.inputs}
+    # a layer run by both the stem and a later conv would need two filters: none is shipped
+    later = {op.layer for op in graph.ops if op.kind == "conv" and NETWORK_INPUT not in op.inputs}
+
+    def reads(layer: str, c: Candidate) -> bool:
+        return c.in_layout == layout or (layer in readers - later
+                                         and c.in_layout in input_layouts)
+
+    kept = {layer: [c for c in cands if c.out_layout == layout and reads(layer, c)]
             for layer, cands in costs.items()}
     for op in graph.ops:
         if op.kind == "conv" and op.layer is not None and not kept.get(op.layer):
             return f"layer {op.layer} has no measured {layout} candidate"
-    return optimal(graph, kept, transform_seconds, glue_seconds, label=f"all-{layout}")
+    try:
+        return optimal(graph, kept, transform_seconds, glue_seconds, label=f"all-{layout}")
+    except PlanError as exc:   # a glue op or a transform not timed in this layout
+        return str(exc)
+
+
+def one_block(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
+              transform_seconds: TransformSeconds, glue_seconds: GlueSeconds | None = None
+              ) -> tuple[Plan | str, dict[str, Plan | str]]:
+    """NeoCPU's section 3.2 plan: one block x for every tensor the network computes
+    (all-NCHW[x]c), the stem reading any blocked layout of the input (3 channels fill no
+    block of 8).  The best over every x some candidate writes, and each x's plan or
+    reason, smallest x first."""
+    written = {c.out_layout for cands in costs.values() for c in cands}
+    read = {c.in_layout for cands in costs.values() for c in cands}
+    blocks = sorted((lay for lay in written if block_size(lay)), key=block_size)
+    stem_reads = frozenset(lay for lay in read if block_size(lay))
+    each = {lay: one_layout(graph, costs, transform_seconds, lay, glue_seconds, stem_reads)
+            for lay in blocks}
+    plans = [p for p in each.values() if isinstance(p, Plan)]
+    if not plans:
+        return ("no block x serves every conv (each block's reason: all-nchwxc per block)"
+                if each else "no measured candidate writes a blocked layout"), each
+    return min(plans, key=lambda p: p.total_seconds), each
 
 
 def local_best(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],

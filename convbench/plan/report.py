@@ -46,6 +46,16 @@ def alternatives_table(plans: dict[str, Plan | str]) -> str:
     return format_table(rows, right=(1, 2, 3, 4))
 
 
+def block_text(layout: str, plan: Plan | str) -> str:
+    """One block's all-NCHW[x]c plan in a line: its total, or why there is none."""
+    return f"{layout} {_ms(plan.total_seconds)} ms" if isinstance(plan, Plan) \
+        else f"{layout} unavailable ({plan})"
+
+
+def block_json(plan: Plan | str) -> dict[str, Any]:
+    return {"total_s": plan.total_seconds} if isinstance(plan, Plan) else {"unavailable": plan}
+
+
 def explanations(plan: Plan) -> list[str]:
     return [f"{s.op} ({s.layer or s.kind}): {s.why}" for s in plan.steps if s.why]
 

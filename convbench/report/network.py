@@ -31,6 +31,8 @@ WHAT = {
     planfile.PLAN: "the plan (plan.json: per conv its variant, transforms where they pay)",
     "all-nchw": "best all-NCHW plan (every conv reads and writes NCHW)",
     "all-nhwc": "best all-NHWC plan (every conv reads and writes NHWC)",
+    "all-nchwxc": "best all-NCHW[x]c plan (one block x for every tensor the network "
+                  "computes; plan.json names the x)",
     "local-best": "local plan: each conv its own fastest variant, transforms where "
                   "layouts disagree (NeoCPU's local search without the global step)",
     "local-best-nchw-glue": "local plan with relu, pooling and add in NCHW (each conv's "

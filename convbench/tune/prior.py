@@ -24,8 +24,9 @@ with no fitted parameters:
   :data:`MIN_WEIGHT`), is explored, not guessed: its first candidate (the space's default
   comes first) is ranked as if it tied the best;
 - round 0 also measures the best-ranked candidate of each layout the global plan needs
-  (NCHW, NHWC and one blocked layout, each read and written) where the top lacks one
-  (:func:`layout_cover`): up to three more short measurements per group.
+  (NCHW, NHWC, each blocked layout the top reads or writes, or one blocked layout; each
+  read and written) where the top lacks one (:func:`layout_cover`): a few more short
+  measurements per group.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from convbench.kernels.layouts import block_size
 from convbench.spec.descriptor import parse_descriptor
 from convbench.spec.problem import ConvProblem
 from convbench.tune import schedule
@@ -170,13 +172,16 @@ def layout_cover(order: Sequence[int], layouts: Sequence[tuple[str, str]],
                  size: int, exploring: Collection[int] = ()) -> list[int]:
     """Round 0's field: the ``size`` best-ranked of ``order`` (indices into ``layouts``, each
     candidate's (read, written) activation layouts), plus the best-ranked candidate of each
-    *cover kind* the top lacks: reading and writing NCHW, NHWC, and one blocked NCHW[x]c
-    layout.  The global layout plan trades a layer's time against its neighbours'
-    transforms, so it needs each layer measured in layouts its neighbours can pass on
-    without one, and the all-NCHW and all-NHWC plans it is compared with need a candidate of
-    every layer in those layouts.  Tuning MobileNet V1 at 2 threads with the top only,
-    conv_pw_2 and conv_pw_3 kept nchwc candidates reading nchw32c alone: the plan paid
-    0.52 ms of transforms around them and neither single-layout plan existed.
+    *cover kind* the top lacks: reading and writing NCHW, NHWC, each blocked NCHW[x]c layout
+    a top candidate reads or writes, and one blocked layout where the top has none.  The
+    global layout plan trades a layer's time against its neighbours' transforms, so it
+    needs each layer measured in layouts its neighbours can pass on without one, and the
+    single-layout plans it is compared with (all-NCHW, all-NHWC, all-NCHW[x]c) need a
+    candidate of every layer in theirs.  Tuning MobileNet V1 at 2 threads with the top
+    only, conv_pw_2 and conv_pw_3 kept nchwc candidates reading nchw32c alone: the plan paid
+    0.52 ms of transforms around them and neither single-layout plan existed; with one
+    blocked layout of any x, conv_pw_13 kept nchw16c -> nchw32c and nchw32c -> nchw32c
+    only, and no one-block plan existed (the rest of the network ran nchw16c).
 
     A candidate in ``exploring`` (an unseen family's first, :func:`rank`) covers
     no kind: it was picked to learn about its family, not as that layout's best.  Tuning
@@ -185,15 +190,20 @@ def layout_cover(order: Sequence[int], layouts: Sequence[tuple[str, str]],
     the all-NHWC plan ran 30.9 ms against the plan's 12.0."""
     def kind(pair: tuple[str, str]) -> str | None:
         src, dst = pair
-        if src != dst:
-            return None
-        return src if src in ("nchw", "nhwc") else "blocked"
+        return src if src == dst else None
 
     field = list(order[:size])
-    have = {kind(layouts[i]) for i in field if i not in exploring}
+    known = [i for i in field if i not in exploring]
+    have = {kind(layouts[i]) for i in known}
+    want = {"nchw", "nhwc"} | {lay for i in known for lay in layouts[i] if block_size(lay)}
+    one_block = not any(block_size(w) for w in want)   # the top has none: cover any one
     for i in order[size:]:
         k = kind(layouts[i])
-        if k is not None and k not in have and i not in exploring:
+        if k is None or k in have or i in exploring:
+            continue
+        blocked = block_size(k) is not None
+        if k in want or (one_block and blocked):
+            one_block = one_block and not blocked
             have.add(k)
             field.append(i)
     return field
