@@ -382,6 +382,7 @@ def test_plan_command_from_records_and_transforms(tmp_path, cli, monkeypatch):
     blocked = document["alternatives"]["all-nchwxc"]
     assert blocked["total_s"] == pytest.approx(14e-3) and len(blocked["ops"]) == 5
     assert blocked["blocks"] == {"nchw16c": {"total_s": pytest.approx(14e-3)}}
+    assert blocked["layout"] == "nchw16c"
     assert "all-nchwxc (nchw16c, the best block)" in out
     assert "all-nchwxc per block: nchw16c 14.000 ms" in out
     # every conv's fastest candidate is blocked, so the local plan is the plan here, and

@@ -305,7 +305,8 @@ def test_network_pass_section_holds_the_measured_passes(network_run, tmp_path):
     shown = _frame(parsed.tables["network-pass-0"]).set_index("pass")
     assert '<h2>Network pass</h2>' in page
     assert f"<h1>convbench report: {network_run.name}</h1>" in page
-    for label in ("plan", "all-nchw", "all-nhwc", "local-best", "local-best-nchw-glue"):
+    for label in ("plan", "all-nchw", "all-nhwc", "all-nchwxc", "local-best",
+                  "local-best-nchw-glue"):
         assert _same(shown.loc[label, "median_s"], frame.loc[label, "median_s"]), label
         assert _same(shown.loc[label, "predicted_s"], frame.loc[label, "predicted_s"])
         ratio = frame.loc["plan", "median_s"] / frame.loc[label, "median_s"]

@@ -70,6 +70,7 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
         alternatives[f"all-{layout}"] = layouts.one_layout(graph, table.costs,
                                                            transform_seconds, layout, glue)
     blocked, blocks = layouts.one_block(graph, table.costs, transform_seconds, glue)
+    best_block = blocked
     if isinstance(blocked, layouts.Plan):
         x = blocked.label.removeprefix("all-")
         blocked = dataclasses.replace(blocked, label=f"all-nchwxc ({x}, the best block)")
@@ -104,6 +105,8 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
                                     **_suite_source(loaded))
         document["alternatives"]["all-nchwxc"]["blocks"] = {
             lay: report.block_json(p) for lay, p in blocks.items()}
+        document["alternatives"]["all-nchwxc"]["layout"] = next(
+            (lay for lay, p in blocks.items() if p is best_block), None)
         output.write_text(json.dumps(document, indent=1) + "\n")
         click.echo(f"plan: {output}")
     return 0
