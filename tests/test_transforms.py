@@ -338,3 +338,26 @@ def test_transforms_from_records_time_each_shapes_pairs_and_the_plan_reads_them(
     code, out, err = cli("plan", NET_SUITE, "--records", path, "--transforms", tmp_path / "tr")
     assert code == 0, err
     assert "left out" not in out and "scaled from the nearest" not in out
+
+
+def test_within_keeps_the_layouts_of_a_block_every_layer_writes(tmp_path):
+    """A block every layer has a record writing stays timed however slow its variants ran
+    (the one-block plan, NeoCPU section 3.2, needs its layouts on every shape: VGG-16's
+    blocked variants ran over 1.1x its NHWC Winograd and no one-block plan could be made);
+    a block one layer lacks does not, and a layer's record reading another block is not
+    added where it has one reading the block itself."""
+    from convbench.harness import transform_run
+    from convbench.spec.suite import load_suite
+
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join([
+        *(_net_record(layer, 1.0e-3) for layer in ("c3x3", "c1x1", "c3x3s")),   # nhwc
+        *(_net_record(layer, 2.0e-3, {"ic_bn": 8, "oc_bn": 8})
+          for layer in ("c3x3", "c1x1", "c3x3s")),
+        _net_record("c3x3", 3.0e-3, {"ic_bn": 16, "oc_bn": 8}),
+        _net_record("c1x1", 3.0e-3, {"ic_bn": 4, "oc_bn": 4})]))     # 4: c1x1's alone
+    suite = load_suite(str(NET_SUITE))
+    held = ("nchw", "nhwc", "nchw8c")
+    assert transform_run.shape_layouts(suite, path, within=1.1) == {
+        (1, 16, 4, 4): held, (1, 16, 8, 8): held, (1, 20, 1, 1): held, (1, 20, 4, 4): held}
+    assert transform_run.record_layouts(path, within=1.1) == held

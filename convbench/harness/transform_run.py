@@ -31,6 +31,7 @@ import pandas as pd
 
 from convbench.errors import ConvbenchError
 from convbench.harness import affinity, oneshot
+from convbench.kernels.layouts import block_size
 from convbench.spec.suite import Suite, TimingOptions
 
 WORKER = "convbench.harness.transform_worker"
@@ -80,7 +81,7 @@ def sweep_layouts(suite: Suite) -> tuple[str, ...]:
 def _kept_records(path: Path, within: float | None) -> list[tuple[str, str, str]]:
     """(layer, in layout, out layout) of every ok tuning record's variant; with ``within``,
     only the variants whose last-round median is within that factor of their layer group's
-    fastest."""
+    fastest, and the layouts of the one-block plans (:func:`_one_block_layouts`)."""
     from convbench.kernels import registry
     from convbench.plan import costs
 
@@ -91,8 +92,33 @@ def _kept_records(path: Path, within: float | None) -> list[tuple[str, str, str]
     for m in measured:
         fastest[group(m)] = min(fastest.get(group(m), m.seconds), m.seconds)
     kept = [m for m in measured if within is None or m.seconds <= within * fastest[group(m)]]
-    return [(m.layer, *algorithms[m.algorithm].activation_layouts(m.layout, m.params))
-            for m in kept]
+    found = [(m.layer, *algorithms[m.algorithm].activation_layouts(m.layout, m.params))
+             for m in kept]
+    if within is None:
+        return found
+    every = [(m.layer, *algorithms[m.algorithm].activation_layouts(m.layout, m.params))
+             for m in measured]
+    return found + _one_block_layouts(every)
+
+
+def _one_block_layouts(records: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """For each block x that every recorded layer writes in some record, each layer's
+    layouts of the all-NCHW[x]c plan (convbench.plan.layouts.one_block): x read and
+    written, or, where a layer has no such record (the stem, reading the input in a block
+    its 3 channels fill), x written and what those records read.  Without them ``--within``
+    left VGG-16's blocked layouts untimed on conv2_1's shapes (its blocked variants ran over
+    1.1x its NHWC Winograd), and no one-block plan could be made."""
+    layers = {layer for layer, _src, _dst in records}
+    blocks = [x for x in {dst for _layer, _src, dst in records} if block_size(x)
+              if all(any(lay == layer and dst == x for lay, _src, dst in records)
+                     for layer in layers)]
+    out = []
+    for x in blocks:
+        for layer in layers:
+            mine = [(lay, src, dst) for lay, src, dst in records if lay == layer and dst == x]
+            same = [r for r in mine if r[1] == x]
+            out.extend(same[:1] or mine)
+    return out
 
 
 def record_layouts(path: Path, within: float | None = None) -> tuple[str, ...]:
