@@ -313,13 +313,14 @@ def one_layout(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
     it and reads it, except that a conv reading the network input may also read one of
     ``input_layouts`` (transformed at the network's edge, as ``layout`` itself would be);
     the reason when some conv has no such candidate."""
-    readers = {op.layer for op in graph.ops if op.kind == "conv" and NETWORK_INPUT in op.inputs}
-    # a layer run by both the stem and a later conv would need two filters: none is shipped
-    later = {op.layer for op in graph.ops if op.kind == "conv" and NETWORK_INPUT not in op.inputs}
+    convs = [op for op in graph.ops if op.kind == "conv"]
+    # a layer that runs the stem and a later conv too keeps the later conv's rule: one
+    # candidate list per layer (no shipped network has such a layer)
+    stem = ({op.layer for op in convs if NETWORK_INPUT in op.inputs}
+            - {op.layer for op in convs if NETWORK_INPUT not in op.inputs})
 
     def reads(layer: str, c: Candidate) -> bool:
-        return c.in_layout == layout or (layer in readers - later
-                                         and c.in_layout in input_layouts)
+        return c.in_layout == layout or (layer in stem and c.in_layout in input_layouts)
 
     kept = {layer: [c for c in cands if c.out_layout == layout and reads(layer, c)]
             for layer, cands in costs.items()}
