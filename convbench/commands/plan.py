@@ -70,10 +70,10 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
         alternatives[f"all-{layout}"] = layouts.one_layout(graph, table.costs,
                                                            transform_seconds, layout, glue)
     blocked, blocks = layouts.one_block(graph, table.costs, transform_seconds, glue)
-    best_block = blocked
+    block = None   # the best block's layout (one_block labels each plan all-<layout>)
     if isinstance(blocked, layouts.Plan):
-        x = blocked.label.removeprefix("all-")
-        blocked = dataclasses.replace(blocked, label=f"all-nchwxc ({x}, the best block)")
+        block = blocked.label.removeprefix("all-")
+        blocked = dataclasses.replace(blocked, label=f"all-nchwxc ({block}, the best block)")
     alternatives["all-nchwxc"] = blocked
     alternatives["local-best"] = layouts.local_best(graph, table.costs, transform_seconds, glue)
     alternatives["local-best-nchw-glue"] = layouts.local_best(graph, table.costs,
@@ -105,8 +105,7 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
                                     **_suite_source(loaded))
         document["alternatives"]["all-nchwxc"]["blocks"] = {
             lay: report.block_json(p) for lay, p in blocks.items()}
-        document["alternatives"]["all-nchwxc"]["layout"] = next(
-            (lay for lay, p in blocks.items() if p is best_block), None)
+        document["alternatives"]["all-nchwxc"]["layout"] = block
         output.write_text(json.dumps(document, indent=1) + "\n")
         click.echo(f"plan: {output}")
     return 0

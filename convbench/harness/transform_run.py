@@ -91,14 +91,13 @@ def _kept_records(path: Path, within: float | None) -> list[tuple[str, str, str]
     fastest: dict[tuple, float] = {}
     for m in measured:
         fastest[group(m)] = min(fastest.get(group(m), m.seconds), m.seconds)
-    kept = [m for m in measured if within is None or m.seconds <= within * fastest[group(m)]]
-    found = [(m.layer, *algorithms[m.algorithm].activation_layouts(m.layout, m.params))
-             for m in kept]
-    if within is None:
-        return found
     every = [(m.layer, *algorithms[m.algorithm].activation_layouts(m.layout, m.params))
              for m in measured]
-    return found + _one_block_layouts(every)
+    if within is None:
+        return every
+    kept = [r for r, m in zip(every, measured, strict=True)
+            if m.seconds <= within * fastest[group(m)]]
+    return kept + _one_block_layouts(every)
 
 
 def _one_block_layouts(records: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
@@ -108,13 +107,14 @@ def _one_block_layouts(records: list[tuple[str, str, str]]) -> list[tuple[str, s
     its 3 channels fill), x written and what those records read.  Without them ``--within``
     left VGG-16's blocked layouts untimed on conv2_1's shapes (its blocked variants ran over
     1.1x its NHWC Winograd), and no one-block plan could be made."""
-    layers = {layer for layer, _src, _dst in records}
-    blocks = [x for x in {dst for _layer, _src, dst in records} if block_size(x)
-              if all(any(lay == layer and dst == x for lay, _src, dst in records)
-                     for layer in layers)]
+    written: dict[str, set[str]] = {}
+    for layer, _src, dst in records:
+        written.setdefault(layer, set()).add(dst)
+    blocks = {x for x in set.intersection(*written.values()) if block_size(x)} \
+        if written else set()
     out = []
     for x in blocks:
-        for layer in layers:
+        for layer in written:
             mine = [(lay, src, dst) for lay, src, dst in records if lay == layer and dst == x]
             same = [r for r in mine if r[1] == x]
             out.extend(same[:1] or mine)
