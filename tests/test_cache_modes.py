@@ -18,6 +18,7 @@ from convbench.spec.suite import load_suite
 from tests.conftest import DATA, convbench_process
 
 TINY = DATA / "tiny_suite.yaml"
+NET = DATA / "net_suite.yaml"     # a tiny network: 21 KiB of conv weights per pass
 ONE_CASE = ("--only", "layer=conv1x1,variant=direct/nhwc")
 
 
@@ -41,6 +42,30 @@ def test_pile_covers_every_cache_level_of_every_thread():
     assert coldcache.pile_bytes(1) >= 2 * llc
     assert coldcache.pile_bytes(2) > coldcache.pile_bytes(1)
     assert coldcache.pile_bytes(2, override=1 << 24) == 1 << 24
+
+
+def test_a_networks_cold_weights_pile_is_its_weights_per_pass():
+    """cold-weights in a suite that names a network streams that network's conv weights
+    (what a pass streams between two runs of a layer) where they are fewer than the full
+    pile; cold always streams the full pile; --cold-bytes overrides both."""
+    full = coldcache.pile_bytes(1)
+    assert coldcache.pile_bytes(1, pass_bytes=3 << 20) == 3 << 20
+    assert coldcache.pile_bytes(1, pass_bytes=full + 1) == full
+    assert coldcache.pile_bytes(1, override=5 << 20, pass_bytes=3 << 20) == 5 << 20
+    assert coldcache.Evictor("cold-weights", 1, pass_bytes=3 << 20).nbytes == 3 << 20
+    assert coldcache.Evictor("cold", 1, pass_bytes=3 << 20).nbytes == full
+    assert load_suite(TINY).pass_weight_bytes is None     # no network: the full pile
+
+
+def test_a_network_suites_workers_evict_its_weights_per_pass(tmp_path):
+    net = load_suite(NET)
+    out = tmp_path / "net"
+    run = convbench_process("run", NET, "--only", "layer=c1x1,variant=direct/nchw",
+                            "--cache", "cold-weights", "-q", "-o", out)
+    assert run.returncode == 0, run.stderr
+    workers = load_results(out).environment["workers"]
+    piles = [w["cold_pile_bytes"] for w in workers.values() if "cold_pile_bytes" in w]
+    assert piles == [net.pass_weight_bytes] and 0 < net.pass_weight_bytes < 1 << 20
 
 
 def test_cold_cases_are_single_calls_and_never_paired_with_warm(tmp_path, cli):

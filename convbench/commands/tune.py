@@ -45,12 +45,15 @@ from convbench.commands.run import _thread_list, _word_list
               type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="Tuning records of other layers or networks on this host to rank by "
                    "(implies --transfer; records of the layer being tuned are not used).")
+@click.option("--cold-bytes", type=click.IntRange(min=1 << 20),
+              help="Bytes streamed to evict the caches in cold modes (as for run).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 def command(suite: str, budget_s: float | None, records_path: Path | None, resume: bool,
             cache_modes: str, threads: str | None, vector_widths: str | None,
             only: tuple[str, ...], exclude: tuple[str, ...], exhaustive: bool,
-            transfer: bool, prior_paths: tuple[Path, ...], seed: int, quiet: bool) -> int:
+            transfer: bool, prior_paths: tuple[Path, ...], cold_bytes: int | None, seed: int,
+            quiet: bool) -> int:
     """Find each layer's fastest variant of SUITE's sweep with few measurements.
 
     Per layer group (thread count, vector width, cache mode) the candidates -- the
@@ -74,7 +77,7 @@ def command(suite: str, budget_s: float | None, records_path: Path | None, resum
     options = run_options.RunOptions(
         only=only, exclude=exclude, seed=seed, threads=_thread_list(threads),
         vector_widths=_word_list(vector_widths, "--vector-widths", VECTOR_WIDTHS),
-        cache=() if modes == (AUTO,) else modes)
+        cache=() if modes == (AUTO,) else modes, cold_bytes=cold_bytes)
     if exhaustive and (transfer or prior_paths):
         raise ConvbenchError("--exhaustive measures every candidate: not with --transfer "
                              "or --prior")

@@ -52,6 +52,7 @@ class Job:
     seed: int = 0
     cache: str = WARM                     # spec.suite.CACHE_MODES
     cold_bytes: int | None = None         # eviction pile size; None: from the host's LLC
+    pass_bytes: int | None = None         # the network's conv weights per pass (coldcache)
     cpus: tuple[int, ...] = ()            # pin to these CPUs (harness.affinity); (): no pin
     restart_if_compiled: bool = True      # compiled code is not what later runs measure
     process: int = 0                      # which of the group's worker processes this is

@@ -224,6 +224,7 @@ class Runner:
             # worker that compiles again (its kernels do not cache) measures what it built.
             job = job_for(todo, self.plan.timing, self.options.counters,
                           self.options.seed, count_only, self.options.cold_bytes,
+                          self.plan.suite.pass_weight_bytes,
                           affinity.cpus_for(self.pool, todo[0].threads),
                           restart_if_compiled=restarts < MAX_RESTARTS, process=process,
                           compile_width=self.width_for(todo[0], limits, count_only),

@@ -198,6 +198,7 @@ class WorkerProcess:
 
 def job_for(cases: Sequence[Case], timing: TimingOptions, counters: str, seed: int,
             count_only: bool = False, cold_bytes: int | None = None,
+            pass_bytes: int | None = None,
             cpus: tuple[int, ...] = (), restart_if_compiled: bool = True,
             process: int = 0, compile_width: str = "",
             memory_limit: int | None = None, compile_only: bool = False) -> Job:
@@ -208,7 +209,7 @@ def job_for(cases: Sequence[Case], timing: TimingOptions, counters: str, seed: i
                cases=tuple(CaseSpec(c.case_id, c.variant.algorithm, c.variant.layout,
                                     c.variant.param_dict) for c in cases),
                timing=asdict(timing), counters=counters, count_only=count_only, seed=seed,
-               cache=case.cache, cold_bytes=cold_bytes, cpus=cpus,
+               cache=case.cache, cold_bytes=cold_bytes, pass_bytes=pass_bytes, cpus=cpus,
                restart_if_compiled=restart_if_compiled, process=process,
                compile_width=compile_width, memory_limit=memory_limit,
                compile_only=compile_only)

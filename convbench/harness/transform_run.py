@@ -216,7 +216,8 @@ def measure(suite: Suite, threads: Sequence[int] = (), layouts: Sequence[str] = 
     for t in thread_counts:
         jobs = [{"threads": t, "cpus": list(affinity.cpus_for(pool, t)),
                  "shapes": shapes, "glue": glue, "glue_layouts": glue_layouts,
-                 "timing": asdict(timing), "seed": seed, "process": process}
+                 "timing": asdict(timing), "seed": seed, "process": process,
+                 "pass_bytes": suite.pass_weight_bytes}
                 for process in range(timing.processes)]
         bar.set_postfix_str(f"{t} thread(s)")
         answers = [oneshot.run_worker(WORKER, job, timing.timeout * units, "transforms",

@@ -119,7 +119,8 @@ def _glue(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]
     answers: list[dict[str, Any]] = []
     if not job.get("glue"):
         return answers
-    evictor = coldcache.Evictor(coldcache.COLD_WEIGHTS, job["threads"], job.get("cold_bytes"))
+    evictor = coldcache.Evictor(coldcache.COLD_WEIGHTS, job["threads"], job.get("cold_bytes"),
+                                pass_bytes=job.get("pass_bytes"))
     for raw, glue_layouts in zip(job["glue"], job["glue_layouts"], strict=True):
         key = glue.GlueKey(raw["kind"], tuple(raw["shape"]), raw["inputs"], raw["k"],
                            raw["s"], raw["p"], raw["in_place"])

@@ -241,7 +241,7 @@ def _evictor(job: Job, channel: Channel) -> Any:
     if job.cache == coldcache.WARM:
         return None
     evictor = coldcache.Evictor(job.cache, job.threads, job.cold_bytes,
-                                parallel=not job.count_only)
+                                parallel=not job.count_only, pass_bytes=job.pass_bytes)
     settings: dict[str, Any] = {"cold_pile_bytes": evictor.nbytes}
     if not job.count_only:
         settings["eviction_s"] = evictor.seconds_per_eviction()

@@ -118,6 +118,14 @@ class Suite:
     def total_flops(self) -> int:
         return 2 * self.total_macs
 
+    @property
+    def pass_weight_bytes(self) -> int | None:
+        """Float32 conv weight bytes one pass of the suite's network streams (each layer's
+        weights times its occurrences); None when the suite names no network."""
+        if self.graph is None and not self.network:
+            return None
+        return sum(layer.count * layer.problem.weight_bytes for layer in self.layers)
+
     def error(self, message: str, fld: str) -> SuiteError:
         """A located error about field ``fld`` found after loading (by the planner)."""
         where = self.where or Where(self.path or f"suite {self.name}")

@@ -10,9 +10,20 @@ the caches from one pass to the next.  Measured on the AMD EPYC Zen 3 host (32 M
 - ResNet-50, 89 MiB, 1 thread: cold-weights tune 0.91 / 0.96; warm tune 1.16 / 1.18, and
   its plan ran 14% slower than the cold-weights tune's.
 
-So ``auto`` tunes warm when the network's conv weights (every occurrence, float32) fit in
-what the caches serve, cold-weights when they do not, and cold-weights for a suite that is
-no network (its layers never run as one pass).  What the caches serve is read off the
+At 1 thread, once the cold-weights pile of a network became its conv weights per pass
+(:mod:`convbench.harness.coldcache`), cold-weights costs predicted the pass best whether or
+not the weights fit (AMD EPYC Zen 4 host, 32 MiB L3, measured / predicted, warm pass / cold
+pass): MobileNet V1 (12.2 MiB) 1.00 / 0.99 from a cold-weights tune, 1.09 / 1.11 from a
+warm one; MobileNet V2 (8.4 MiB) 0.87-0.94 cold-weights (three passes), 1.10-1.38 warm
+(four, the host's speed moving 25% between them).  At 2 threads a single call after the
+pile also pays the second thread's restart, which back-to-back ops in a pass do not:
+MobileNet V1's plan ran at 0.70 / 0.71 of its cold-weights costs and 1.24-1.32 of its warm
+ones on the Zen 4 host, MobileNet V2's at 0.98 / 1.03 of its warm ones on the Zen 3 host.
+
+So ``auto`` tunes a network cold-weights at 1 thread; at more threads warm when the
+network's conv weights (every occurrence, float32) fit in what the caches serve,
+cold-weights when they do not; and cold-weights for a suite that is no network (its layers
+never run as one pass).  What the caches serve is read off the
 machine's measured bandwidth curve (:mod:`convbench.machine.bandwidth`), not sysfs: the
 Intel host's sysfs names a 480 MiB L3 that a triad finds at DRAM speed.  It is the largest
 working set whose triad bandwidth is at least :data:`CACHED_OVER_DRAM` times the curve's
@@ -44,11 +55,6 @@ class CacheChoice:
     reason: str
 
 
-def network_weight_bytes(suite: Suite) -> int:
-    """Float32 conv weight bytes of one pass: each layer's weights times its occurrences."""
-    return sum(layer.count * layer.problem.weight_bytes for layer in suite.layers)
-
-
 def cached_bytes(curve: Sequence[Sequence[float]], threads: int) -> int | None:
     """Bytes the caches serve to ``threads`` threads, from a stored bandwidth curve (pairs of
     bytes per thread and GB/s, smallest first, each raised to the best of the larger ones):
@@ -71,7 +77,12 @@ def choose(suite: Suite, threads: int, limits: Mapping[str, Any] | None) -> Cach
         return CacheChoice(threads, COLD_WEIGHTS,
                            f"{suite.name} names no network, so no pass keeps its weights "
                            "cached: each layer is timed with cold weights")
-    weights = network_weight_bytes(suite)
+    weights = suite.pass_weight_bytes or 0
+    if threads == 1:
+        return CacheChoice(threads, COLD_WEIGHTS,
+                           f"one thread: {suite.name}'s layers are timed with cold weights, "
+                           f"the pile being its conv weights per pass ({_mib(weights)}, capped "
+                           "at a full eviction), as one pass leaves them")
     curve = ((limits or {}).get("bandwidth_curve") or {}).get(str(threads)) or []
     served = cached_bytes(curve, threads)
     if served is None:
