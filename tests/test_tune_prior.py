@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
 from convbench.harness.options import RunOptions
 from convbench.spec.descriptor import parse_descriptor
 from convbench.tune import prior, records, schedule
-from convbench.tune.session import tune_suite
+from convbench.tune.session import Session, tune_suite
 from tests.conftest import DATA
 
 COLD = RunOptions(cache=("cold-weights",))
@@ -154,6 +155,12 @@ def test_the_cover_adds_the_best_ranked_of_each_missing_layout():
     # not (MobileNet V2's block_1_depthwise kept direct/nhwc, 9 ms, as its only NHWC)
     assert prior.layout_cover([5, 1, 4, 2, 0, 3], layouts, 3) == [5, 1, 4]
     assert prior.layout_cover([5, 1, 4, 2, 0, 3], layouts, 3, exploring={5}) == [5, 1, 4, 2]
+    # the blocks the network's other tuned layers use come in too: a top in NCHW8c alone
+    # (1) gets NCHW16c's best (3) when a neighbour runs nchw16c, so the one-block plan of
+    # either block can be made (NCHW, NHWC layouts among the neighbours add nothing new)
+    assert prior.layout_cover([1, 2, 4, 3, 0], layouts, 3) == [1, 2, 4]
+    assert prior.layout_cover([1, 2, 4, 3, 0], layouts, 3,
+                              neighbours={"nchw16c", "nhwc"}) == [1, 2, 4, 3]
 
 
 def test_the_layers_own_records_are_no_prior(tuned, tmp_path):
@@ -169,3 +176,26 @@ def test_the_layers_own_records_are_no_prior(tuned, tmp_path):
 def test_transfer_is_refused_with_exhaustive(cli, tuned):
     code, _out, err = cli("tune", DATA / "tune_suite.yaml", "--exhaustive", "--prior", tuned)
     assert code == 2 and "not with --transfer" in err
+
+
+def _record(layer: str, algorithm: str, layout: str, params: dict, median_s: float,
+            final: bool = True) -> dict:
+    return {"descriptor": f"d-{layer}", "threads": 1, "vector_width": "auto",
+            "cache": "cold-weights", "host": "h", "layer": layer, "round": 1,
+            "variant": "/".join([algorithm, layout, *(f"{k}={v}" for k, v in params.items())]),
+            "algorithm": algorithm, "layout": layout, "params": params, "final": final,
+            "status": records.OK, "median_s": median_s}
+
+
+def test_the_neighbours_are_the_layouts_of_the_other_finished_layers_tuned_variants():
+    """Each finished group's tuned variant (its fastest of the furthest round) gives the
+    layouts it reads and writes; unfinished groups and groups the filter drops give none."""
+    blocks = {"ic_bn": 8, "oc_bn": 16, "reg_n": 4, "unroll_ker": False}
+    known = [_record("a", "nchwc", "nchwxc", blocks, 1e-3),
+             _record("a", "direct", "nchw", {}, 2e-3),
+             _record("b", "direct", "nchw", {}, 1e-3, final=False),
+             _record("c", "im2col", "nhwc", {"gemm": "own"}, 1e-3)]
+    session = SimpleNamespace(known=known)
+    every = Session.neighbour_layouts(session, lambda r: True)
+    assert every == {"nchw8c", "nchw16c", "nhwc"}
+    assert Session.neighbour_layouts(session, lambda r: r["layer"] != "a") == {"nhwc"}

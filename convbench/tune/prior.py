@@ -169,11 +169,14 @@ def rank(problem: ConvProblem, candidates: Sequence[Config],
 
 
 def layout_cover(order: Sequence[int], layouts: Sequence[tuple[str, str]],
-                 size: int, exploring: Collection[int] = ()) -> list[int]:
+                 size: int, exploring: Collection[int] = (),
+                 neighbours: Collection[str] = ()) -> list[int]:
     """Round 0's field: the ``size`` best-ranked of ``order`` (indices into ``layouts``, each
     candidate's (read, written) activation layouts), plus the best-ranked candidate of each
     *cover kind* the top lacks: reading and writing NCHW, NHWC, each blocked NCHW[x]c layout
-    a top candidate reads or writes, and one blocked layout where the top has none.  The
+    a top candidate reads or writes or ``neighbours`` holds (the blocked layouts the tuned
+    variants of the network's other layers read or write), and one blocked layout where
+    there is none of these.  The
     global layout plan trades a layer's time against its neighbours' transforms, so it
     needs each layer measured in layouts its neighbours can pass on without one, and the
     single-layout plans it is compared with (all-NCHW, all-NHWC, all-NCHW[x]c) need a
@@ -181,7 +184,9 @@ def layout_cover(order: Sequence[int], layouts: Sequence[tuple[str, str]],
     only, conv_pw_2 and conv_pw_3 kept nchwc candidates reading nchw32c alone: the plan paid
     0.52 ms of transforms around them and neither single-layout plan existed; with one
     blocked layout of any x, conv_pw_13 kept nchw16c -> nchw32c and nchw32c -> nchw32c
-    only, and no one-block plan existed (the rest of the network ran nchw16c).
+    only, and no one-block plan existed (the rest of the network ran nchw16c); with the
+    blocks of the top alone, a cold-weights tune at 1 thread left conv_pw_12 with nchw32c
+    and NHWC candidates, and no one-block plan existed either: hence ``neighbours``.
 
     A candidate in ``exploring`` (an unseen family's first, :func:`rank`) covers
     no kind: it was picked to learn about its family, not as that layout's best.  Tuning
@@ -195,7 +200,8 @@ def layout_cover(order: Sequence[int], layouts: Sequence[tuple[str, str]],
     field = list(order[:size])
     known = [i for i in field if i not in exploring]
     have = {kind(layouts[i]) for i in known}
-    want = {"nchw", "nhwc"} | {lay for i in known for lay in layouts[i] if block_size(lay)}
+    want = ({"nchw", "nhwc"} | {lay for i in known for lay in layouts[i] if block_size(lay)}
+            | {lay for lay in neighbours if block_size(lay)})
     one_block = not any(block_size(w) for w in want)   # the top has none: cover any one
     for i in order[size:]:
         k = kind(layouts[i])

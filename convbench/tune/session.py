@@ -290,8 +290,21 @@ class Session:
                                                                       c.variant.param_dict)
                    for c in alive]
         keep = set(prior.layout_cover(order, layouts, prior.field_size(len(alive)),
-                                      exploring))
+                                      exploring, self.neighbour_layouts(comparable)))
         return [c for i, c in enumerate(alive) if i in keep]
+
+    def neighbour_layouts(self, comparable: Callable[[Mapping[str, Any]], bool]) -> set[str]:
+        """The layouts the tuned variants of this session's other finished groups (those
+        ``comparable`` keeps) read or write: a layer covering them can join its
+        neighbours' layout without a transform (:func:`.prior.layout_cover`)."""
+        algorithms = registry.algorithms()
+        out: set[str] = set()
+        for key in {GroupKey.of(r) for r in self.known if r["final"] and comparable(r)}:
+            tuned = records.best(self.known, key)
+            if tuned is not None and tuned["algorithm"] in algorithms:
+                out.update(algorithms[tuned["algorithm"]].activation_layouts(
+                    tuned["layout"], tuned["params"]))
+        return out
 
 
 def _say(line: str) -> None:
