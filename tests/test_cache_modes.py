@@ -136,3 +136,49 @@ def test_no_page_fault_lands_in_a_cold_call(tmp_path):
     if pd.isna(faults):
         pytest.skip(f"perf cannot count page faults here: {row.get('ctr_page_faults_reason')}")
     assert faults < 0.5      # per call: the pile and the buffers were touched beforehand
+
+
+def test_a_cold_weights_call_follows_its_twin_on_the_calls_buffers(monkeypatch):
+    """cold-weights: after the eviction the case's twin -- its kernel built again on its own
+    copy of the weights -- computes the layer into the call's output (so activations, code
+    and thread pool are as a pass leaves them, the weights not); cold: the eviction and
+    nothing of the layer's."""
+    import numpy as np
+
+    from convbench.harness import worker
+    from convbench.harness.inputs import make_inputs
+    from convbench.harness.verify import verify
+    from convbench.kernels import registry
+    from convbench.kernels.base import Variant
+    from convbench.kernels.reference import Reference
+    from convbench.spec.problem import ConvProblem
+
+    problem = ConvProblem.make(ic=8, ih=6, oc=8, oh=6, kh=1)
+    x, w = make_inputs(problem, 0)
+    variant = Variant.of("direct", "nchw")
+    _, ex = verify(problem, variant, Reference(problem, x, w), x, w)
+    alive = [("case", ex, {})]
+    built = []
+    real_get = registry.get
+
+    class Counting:
+        def __init__(self, algorithm):
+            self.algorithm = algorithm
+
+        def build(self, problem, weights, layout, params):
+            built.append(weights)
+            return self.algorithm.build(problem, weights, layout, params)
+
+    monkeypatch.setattr(registry, "get", lambda name: Counting(real_get(name)))
+    events = []
+    for mode in ("cold-weights", "cold"):
+        evictor = coldcache.Evictor(mode, 1, override=1 << 20)
+        monkeypatch.setattr(evictor, "evict", lambda mode=mode: events.append(mode))
+        before = worker._befores(evictor, alive, {"case": variant}, problem, w)["case"]
+        want = ex.y.copy()
+        ex.y[...] = 0.0
+        before(ex.x, ex.y)
+        assert np.array_equal(ex.y, want) == (mode == "cold-weights"), mode
+    assert events == ["cold-weights", "cold"]
+    (twin_weights,) = built   # one twin, for cold-weights only, on weights of its own
+    assert np.array_equal(twin_weights, w) and not np.shares_memory(twin_weights, w)

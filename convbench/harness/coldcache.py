@@ -44,6 +44,7 @@ cold-weights layer times at 2 threads.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -129,6 +130,22 @@ class Evictor:
         self.evict()
         if self.mode == COLD_WEIGHTS:
             self.sink += _touch(x, y)
+
+    def before_twin(self, twin: Callable[[np.ndarray, np.ndarray], None]
+                    ) -> Callable[[np.ndarray, np.ndarray], None]:
+        """cold-weights for a conv: evict, then run ``twin`` -- the same kernel built on its
+        own copy of the weights -- on the call's input and output.  It brings back all a
+        pass keeps warm besides the layer's weights and workspace: the activations, where
+        the kernel's threads put them; the runtime's code and state; its thread pool,
+        awake.  Reading the input back on one thread left the rest cold, and each runtime
+        paid its own restart on top of the weights: MobileNet V1's conv_dw_12 (18 KiB of
+        weights, 10-20 us warm) took 75-91 us ours and 197-224 us in ONNX Runtime at 2
+        threads (Zen 4 host), so cold-weights ratios of small layers measured dispatch, and
+        the 2-thread plans' cold-weights costs over-predicted their pass by 30%."""
+        def before(x: np.ndarray, y: np.ndarray) -> None:
+            self.evict()
+            twin(x, y)
+        return before
 
     def seconds_per_eviction(self, rounds: int = 3) -> float:
         """Measured cost of one eviction (for estimates; not part of any timed value)."""

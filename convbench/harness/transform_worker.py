@@ -19,6 +19,7 @@ glue key's layouts.
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -100,11 +101,14 @@ def _glue(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]
     Timed twice, as the two kinds of pass run a glue op (the plan takes the one of its
     cache mode, :mod:`convbench.tune.cache_choice`):
 
-    - ``cold-weights``, a network whose weights stream from memory: one call after the
-      caches were evicted and the first input read back (the op before it just wrote it),
-      so the other inputs (a residual add's shortcut, produced long before) and a fresh
-      output buffer start cold.  Timed in a loop instead, ResNet-50's relus and adds took
-      1.8x and 2.4x less than inside its pass (AMD host, 1 thread).
+    - ``cold-weights``: one call after the caches were evicted and the op's twin ran on
+      its first input (the op before it just wrote it), so the other inputs (a residual
+      add's shortcut, produced long before) and a fresh output buffer start cold.  Timed
+      in a loop instead, ResNet-50's relus and adds took 1.8x and 2.4x less than inside
+      its pass (AMD host, 1 thread).  With the first input read back on one thread
+      instead of the twin, MobileNet V1's 28 glue ops cost 2.25-3.31 ms at 2 threads
+      (Zen 4 host), 8-12x their warm time: each paid the thread pool's and the runtime's
+      restart, which a pass's back-to-back ops do not.
     - ``warm``, a network that stays in cache: in a loop, everything in cache.  The
       cold-weights figures put MobileNet V1's 27 relu6 at 1.40 ms where its warm pass ran
       them in 0.46 (AMD Zen 3 host, 2 threads)."""
@@ -151,9 +155,20 @@ def _glue(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]
                 answer.update(status="wrong", reason="differs from the float64 reference op")
                 answers.extend({**answer, "cache": mode} for mode in GLUE_CACHE_MODES)
                 continue
-            def before(first: np.ndarray = ins[0]) -> None:
-                evictor.evict()
-                evictor.sink += float(np.add.reduce(first, axis=None))
+            # the twin: the same op on the real first input (the op before it just wrote
+            # it) and its own copies of the rest, so the pass's warm part -- that input,
+            # where the op's threads read it, the code, the awake thread pool -- is warm
+            # and the output and a residual's shortcut stay cold (Evictor.before_twin)
+            twin_ins = [ins[0], *(a.copy() for a in ins[1:])]
+            twin_out = twin_ins[0] if key.in_place else np.zeros_like(out)
+            twin = glue.op_calls(key.kind, twin_ins, twin_out, layout, channels, key.k,
+                                 key.s, key.p)
+
+            def run_twin(_x: np.ndarray, _y: np.ndarray, calls: list = twin) -> None:
+                for fn, args in calls:
+                    fn(*args)
+
+            before = functools.partial(evictor.before_twin(run_twin), ins[0], out)
 
             by_mode = {
                 "cold-weights": timer.Entry(f"{key.kind}@{layout}", run, 1, before=before),

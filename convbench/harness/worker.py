@@ -130,6 +130,7 @@ def run_job(job: Job, channel: Channel) -> None:
         reference = Reference(problem, x, w)
         runtime_start = timer.start_parallel_runtime()
         alive: list[tuple[str, Any, dict[str, Any]]] = []
+        variants: dict[str, Variant] = {}
         for spec in job.cases:
             throwaway = job.compile_only or (watch.compiled and job.restart_if_compiled)
             if throwaway and registry.get(spec.algorithm).baseline:
@@ -153,6 +154,7 @@ def run_job(job: Job, channel: Channel) -> None:
                            info=json.dumps(prepared.info(), sort_keys=True),
                            first_call_s=verdict.first_call_seconds)
             alive.append((spec.case_id, execution, figures))
+            variants[spec.case_id] = variant
         watch.stop()
         channel.send(Settings(settings={
             "numba_threading_layer": _threading_layer(numba),
@@ -168,14 +170,16 @@ def run_job(job: Job, channel: Channel) -> None:
             return
         if job.count_only:
             evictor = _evictor(job, channel)
+            befores = _befores(evictor, alive, variants, problem, w)
             _count(alive, session, channel, calls=[1] * len(alive), separate=True,
-                   before=evictor.before if evictor else None)
+                   befores=befores)
             return
         channel.enter(None, "calibrate")
         evictor = _evictor(job, channel)
         ref = timer.ReferenceKernel()
         ref_entry = timer.Entry("reference", ref, timer.calibrate(ref, timing["min_time"]))
         entries = []
+        befores = _befores(evictor, alive, variants, problem, w)
         for case_id, ex, _figures in alive:
             channel.enter(case_id, "calibrate")
             run, args = ex.prepared.run, (ex.x, ex.y)
@@ -183,7 +187,7 @@ def run_job(job: Job, channel: Channel) -> None:
                 entry = timer.Entry(case_id, run, timer.calibrate(run, timing["min_time"], args),
                                     args)
             else:  # a cold value is one call right after an eviction
-                entry = timer.Entry(case_id, run, 1, args, before=evictor.before)
+                entry = timer.Entry(case_id, run, 1, args, before=befores[case_id])
             for _ in range(timing["warmups"]):
                 entry.value()
             entries.append(entry)
@@ -198,7 +202,7 @@ def run_job(job: Job, channel: Channel) -> None:
             figures["timer_resolution_s"] = resolution / entry.loops
         if session.kind != "none":
             _count(alive, session, channel, calls=[e.loops for e in entries], separate=False,
-                   before=evictor.before if evictor else None)
+                   befores=befores)
         for (case_id, _ex, figures), entry in zip(alive, entries, strict=True):
             channel.send(Result(case_id, Status.OK, "", figures, values=list(entry.values),
                                 ref_values=list(ref_entry.values), loops=entry.loops))
@@ -249,16 +253,38 @@ def _evictor(job: Job, channel: Channel) -> Any:
     return evictor
 
 
+def _befores(evictor: Any, alive: list, variants: dict[str, Any], problem: Any,
+             w: Any) -> dict[str, Any]:
+    """Per case, what runs untimed before each cold call: the eviction, and in cold-weights
+    the case's twin -- its kernel built again on a copy of the weights (own memory) --
+    on the call's buffers (:meth:`convbench.harness.coldcache.Evictor.before_twin`).
+    Empty when warm."""
+    from convbench.harness import coldcache
+    from convbench.kernels import registry
+
+    if evictor is None:
+        return {}
+    if evictor.mode != coldcache.COLD_WEIGHTS:
+        return {case_id: evictor.before for case_id, _ex, _figures in alive}
+    out = {}
+    for case_id, _ex, _figures in alive:
+        variant = variants[case_id]
+        twin = registry.get(variant.algorithm).build(problem, w.copy(), variant.layout,
+                                                     variant.param_dict)
+        out[case_id] = evictor.before_twin(twin.run)
+    return out
+
+
 def _count(alive: list, session: Any, channel: Channel, calls: list[int],
-           separate: bool, before: Any = None) -> None:
+           separate: bool, befores: dict[str, Any]) -> None:
     """A counted pass per case of ``calls[i]`` calls.  In a separate counting pass the
-    figures go out as a Counts message; otherwise into the case's own figures.  With
-    ``before`` (cold modes) ``before`` runs outside the count first."""
+    figures go out as a Counts message; otherwise into the case's own figures.  In cold
+    modes the case's ``befores`` entry runs outside the count first (:func:`_befores`)."""
     for (case_id, ex, figures), n in zip(alive, calls, strict=True):
         channel.enter(case_id, "count")
         prepare = None
-        if before is not None:  # cold modes: n is 1 (single-call values)
-            prepare = functools.partial(before, ex.x, ex.y)
+        if case_id in befores:  # cold modes: n is 1 (single-call values)
+            prepare = functools.partial(befores[case_id], ex.x, ex.y)
         elif separate:  # a separate pass counts a warm call: warm the buffers, uncounted
             prepare = functools.partial(ex.prepared.run, ex.x, ex.y)
         with _collector_paused(), session.region(prepare):
