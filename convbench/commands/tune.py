@@ -22,9 +22,8 @@ from convbench.commands.run import _thread_list, _word_list
 @click.option("--cache", "cache_modes", metavar="MODE[,MODE...]", default="auto",
               show_default=True,
               help="Cache modes to tune in (auto, warm, cold-weights, cold): a tuned variant "
-                   "applies to runs in the same mode.  auto: warm where the network's conv "
-                   "weights fit in what the caches serve (the measured bandwidth curve), "
-                   "cold-weights where they do not or the suite is no network.")
+                   "applies to runs in the same mode.  auto: cold-weights, the state a "
+                   "network pass leaves each layer in (README: Cache modes).")
 @click.option("--threads", "threads", metavar="N[,N...]",
               help="Override sweep.threads, e.g. --threads 1,2.")
 @click.option("--vector-widths", "vector_widths", metavar="W[,W...]",

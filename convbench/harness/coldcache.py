@@ -13,9 +13,12 @@ sysfs cache sizes; ``--cold-bytes`` overrides it for hosts whose sysfs is wrong.
 
 - ``cold``: the call starts with nothing of its own in cache: weights (in the kernel's own
   packed format), input, output and the kernel's workspace all stream in.
-- ``cold-weights``: the input is read and the output written once more after the pile, so
-  the activations are warm as when the previous layer just produced them; the packed
-  weights and the kernel's workspace start as cold as a pass leaves them.  For a suite
+- ``cold-weights``: after the pile the case's *twin* -- the same kernel built on its own copy
+  of the weights (:meth:`Evictor.before_twin`) -- runs on the call's input and output, so
+  the activations are warm as when the previous layer just produced them, and so are the
+  runtime's code and thread pool; the packed weights and the kernel's workspace start as
+  cold as a pass leaves them.  (Where no twin is given, :meth:`Evictor.before` reads the
+  input and writes the output back on one thread.)  For a suite
   that names a network the pile is that network's conv weights (what one pass streams
   between two runs of a layer), when smaller than the full pile: MobileNet V1's 12.2 MiB
   stay partly in a 32 MiB L3 from one image to the next, and a full eviction made every

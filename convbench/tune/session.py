@@ -353,12 +353,11 @@ def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path |
     plan = make_plan(suite, dataclasses.replace(options, only=only, exclude=exclude))
     thread_counts = {c.threads for c in plan.cases}
     # the limits give `auto` widths the same compile width a run uses (runner.compile_width)
-    # and `--cache auto` its bandwidth curve
     limits = limits_for_run(thread_counts, measure_machine, tell)
     if cache_auto:
         modes: dict[int, str] = {}
         for threads in sorted(thread_counts):
-            choice = cache_choice.choose(suite, threads, limits)
+            choice = cache_choice.choose(suite, threads)
             modes[threads] = choice.mode
             # said even with --quiet (which only drops the bar): the records mean nothing
             # without the cache state they were measured in
