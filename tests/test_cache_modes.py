@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -174,11 +175,16 @@ def test_a_cold_weights_call_follows_its_twin_on_the_calls_buffers(monkeypatch):
     for mode in ("cold-weights", "cold"):
         evictor = coldcache.Evictor(mode, 1, override=1 << 20)
         monkeypatch.setattr(evictor, "evict", lambda mode=mode: events.append(mode))
-        before = worker._befores(evictor, alive, {"case": variant}, problem, w)["case"]
+        entered: list = []
+        channel = SimpleNamespace(enter=lambda *where, seen=entered: seen.append(where))
+        before = worker._befores(evictor, alive, {"case": variant}, problem, w,
+                                 channel)["case"]
         want = ex.y.copy()
         ex.y[...] = 0.0
         before(ex.x, ex.y)
         assert np.array_equal(ex.y, want) == (mode == "cold-weights"), mode
+        # a twin's build is entered as its case's: a crash in it is charged to the case
+        assert entered == ([("case", "prepare its twin")] if mode == "cold-weights" else [])
     assert events == ["cold-weights", "cold"]
     (twin_weights,) = built   # one twin, for cold-weights only, on weights of its own
     assert np.array_equal(twin_weights, w) and not np.shares_memory(twin_weights, w)

@@ -18,11 +18,11 @@ sysfs cache sizes; ``--cold-bytes`` overrides it for hosts whose sysfs is wrong.
   the activations are warm as when the previous layer just produced them, and so are the
   runtime's code and thread pool; the packed weights and the kernel's workspace start as
   cold as a pass leaves them.  (Where no twin is given, :meth:`Evictor.before` reads the
-  input and writes the output back on one thread.)  For a suite
-  that names a network the pile is that network's conv weights (what one pass streams
-  between two runs of a layer), when smaller than the full pile: MobileNet V1's 12.2 MiB
-  stay partly in a 32 MiB L3 from one image to the next, and a full eviction made every
-  layer pay for weights a pass finds cached.  Zen 4 host, 1 thread, MobileNet V1's plan:
+  input and writes the output back on one thread.)  For a suite that names a network the
+  pile is that network's conv weights (what one pass streams between two runs of a
+  layer), when smaller than the full pile: MobileNet V1's 12.2 MiB stay partly in a 32 MiB
+  L3 from one image to the next, and a full eviction made every layer pay for weights a
+  pass finds cached.  Zen 4 host, 1 thread, MobileNet V1's plan:
   its network pass ran at 1.09 / 1.11 (warm / cold pass) of the sum of its warm-tuned
   costs and at 1.00 / 0.99 of its cold-weights-tuned costs with this pile (in-process,
   each conv's time after a pile of 4-24 MiB: 12 MiB came within 0.5% of its time inside

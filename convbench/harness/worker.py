@@ -170,7 +170,7 @@ def run_job(job: Job, channel: Channel) -> None:
             return
         if job.count_only:
             evictor = _evictor(job, channel)
-            befores = _befores(evictor, alive, variants, problem, w)
+            befores = _befores(evictor, alive, variants, problem, w, channel)
             _count(alive, session, channel, calls=[1] * len(alive), separate=True,
                    befores=befores)
             return
@@ -179,7 +179,7 @@ def run_job(job: Job, channel: Channel) -> None:
         ref = timer.ReferenceKernel()
         ref_entry = timer.Entry("reference", ref, timer.calibrate(ref, timing["min_time"]))
         entries = []
-        befores = _befores(evictor, alive, variants, problem, w)
+        befores = _befores(evictor, alive, variants, problem, w, channel)
         for case_id, ex, _figures in alive:
             channel.enter(case_id, "calibrate")
             run, args = ex.prepared.run, (ex.x, ex.y)
@@ -254,11 +254,12 @@ def _evictor(job: Job, channel: Channel) -> Any:
 
 
 def _befores(evictor: Any, alive: list, variants: dict[str, Any], problem: Any,
-             w: Any) -> dict[str, Any]:
+             w: Any, channel: Channel) -> dict[str, Any]:
     """Per case, what runs untimed before each cold call: the eviction, and in cold-weights
     the case's twin -- its kernel built again on a copy of the weights (own memory) --
     on the call's buffers (:meth:`convbench.harness.coldcache.Evictor.before_twin`).
-    Empty when warm."""
+    Empty when warm.  A twin's build is entered as its case's, so a crash or hang in it
+    is charged to that case."""
     from convbench.harness import coldcache
     from convbench.kernels import registry
 
@@ -268,6 +269,7 @@ def _befores(evictor: Any, alive: list, variants: dict[str, Any], problem: Any,
         return {case_id: evictor.before for case_id, _ex, _figures in alive}
     out = {}
     for case_id, _ex, _figures in alive:
+        channel.enter(case_id, "prepare its twin")
         variant = variants[case_id]
         twin = registry.get(variant.algorithm).build(problem, w.copy(), variant.layout,
                                                      variant.param_dict)
