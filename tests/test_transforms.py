@@ -361,3 +361,25 @@ def test_within_keeps_the_layouts_of_a_block_every_layer_writes(tmp_path):
     assert transform_run.shape_layouts(suite, path, within=1.1) == {
         (1, 16, 4, 4): held, (1, 16, 8, 8): held, (1, 20, 1, 1): held, (1, 20, 4, 4): held}
     assert transform_run.record_layouts(path, within=1.1) == held
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_a_glue_ops_cold_weights_twin_reads_the_real_input_and_leaves_the_rest_cold(in_place):
+    """The twin runs the op on the real first input (the op before it just wrote it) and on
+    its own copies of the shortcut and the output, so a cold-weights call finds the first
+    input warm and its output and shortcut untouched; in place, the output is that input."""
+    from convbench.harness.transform_worker import glue_twin
+    from convbench.network import glue
+
+    key = glue.GlueKey("add", (1, 16, 4, 4), inputs=2, in_place=in_place)
+    rng = np.random.default_rng(0)
+    first, shortcut = (rng.standard_normal(key.shape).astype(np.float32) for _ in range(2))
+    out = first if in_place else np.full(key.shape, 7.0, np.float32)
+    ins = [first, shortcut]
+    before = [a.copy() for a in (first, shortcut, out)]
+    glue_twin(key, ins, out, "nchw", 16)(first, out)
+    assert np.array_equal(shortcut, before[1])          # the real shortcut: not the twin's
+    if in_place:   # the add over its first input, as the pass runs it: first += shortcut
+        np.testing.assert_allclose(first, before[0] + before[1], rtol=1e-6)
+    else:          # the real first input read, the real output untouched
+        assert np.array_equal(first, before[0]) and np.array_equal(out, before[2])

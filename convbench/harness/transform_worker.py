@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from convbench.harness import oneshot
@@ -155,20 +156,8 @@ def _glue(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]
                 answer.update(status="wrong", reason="differs from the float64 reference op")
                 answers.extend({**answer, "cache": mode} for mode in GLUE_CACHE_MODES)
                 continue
-            # the twin: the same op on the real first input (the op before it just wrote
-            # it) and its own copies of the rest, so the pass's warm part -- that input,
-            # where the op's threads read it, the code, the awake thread pool -- is warm
-            # and the output and a residual's shortcut stay cold (Evictor.before_twin)
-            twin_ins = [ins[0], *(a.copy() for a in ins[1:])]
-            twin_out = twin_ins[0] if key.in_place else np.zeros_like(out)
-            twin = glue.op_calls(key.kind, twin_ins, twin_out, layout, channels, key.k,
-                                 key.s, key.p)
-
-            def run_twin(_x: np.ndarray, _y: np.ndarray, calls: list = twin) -> None:
-                for fn, args in calls:
-                    fn(*args)
-
-            before = functools.partial(evictor.before_twin(run_twin), ins[0], out)
+            twin = glue_twin(key, ins, out, layout, channels)
+            before = functools.partial(evictor.before_twin(twin), ins[0], out)
 
             by_mode = {
                 "cold-weights": timer.Entry(f"{key.kind}@{layout}", run, 1, before=before),
@@ -181,6 +170,28 @@ def _glue(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]
         _rounds(job, ref_entry, entries, timed)
         oneshot.tick(job)
     return answers
+
+
+def glue_twin(key: Any, ins: list, out: Any, layout: str, channels: int
+              ) -> Callable[[Any, Any], None]:
+    """A glue op's twin for cold-weights (``Evictor.before_twin``): the same op on the real
+    first input (the op before it just wrote it) and its own copies of the other inputs
+    and, unless it runs in place, of the output.  So the pass's warm part -- that input,
+    where the op's threads read it, the code, the awake thread pool -- is warm, and the
+    output and a residual's shortcut stay cold."""
+    import numpy as np
+
+    from convbench.network import glue
+
+    twin_ins = [ins[0], *(np.array(a) for a in ins[1:])]
+    twin_out = twin_ins[0] if key.in_place else np.zeros_like(out)
+    calls = glue.op_calls(key.kind, twin_ins, twin_out, layout, channels, key.k, key.s,
+                          key.p)
+
+    def run(_x: Any, _y: Any) -> None:
+        for fn, args in calls:
+            fn(*args)
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:
