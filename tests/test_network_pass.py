@@ -295,6 +295,7 @@ def test_the_prediction_is_scaled_by_the_in_run_reference():
     assert math.isnan(unknown)
 
 
+@pytest.mark.serial   # it holds two real timings against each other
 def test_the_profile_times_every_op_inside_the_pass(plan_dir, tmp_path, cli):
     """--profile: per pass of ours, every op and every op's transforms timed inside the
     pass beside the plan's prediction; their sum is the pass's time, their predictions
