@@ -17,16 +17,16 @@ sysfs cache sizes; ``--cold-bytes`` overrides it for hosts whose sysfs is wrong.
   of the weights (:meth:`Evictor.before_twin`) -- runs on the call's input and output, so
   the activations are warm as when the previous layer just produced them, and so are the
   runtime's code and thread pool; the packed weights and the kernel's workspace start as
-  cold as a pass leaves them.  (Where no twin is given, :meth:`Evictor.before` reads the
-  input and writes the output back on one thread.)  For a suite that names a network the
-  pile is that network's conv weights (what one pass streams between two runs of a
-  layer), when smaller than the full pile: MobileNet V1's 12.2 MiB stay partly in a 32 MiB
-  L3 from one image to the next, and a full eviction made every layer pay for weights a
-  pass finds cached.  Zen 4 host, 1 thread, MobileNet V1's plan:
-  its network pass ran at 1.09 / 1.11 (warm / cold pass) of the sum of its warm-tuned
-  costs and at 1.00 / 0.99 of its cold-weights-tuned costs with this pile (in-process,
-  each conv's time after a pile of 4-24 MiB: 12 MiB came within 0.5% of its time inside
-  the pass, 24 MiB 3% over, the full 64 MiB 9% over).
+  cold as a pass leaves them.  (Before the twin, the input was read back on one thread,
+  and each call also paid its runtime's restart: :meth:`Evictor.before_twin`.)  For a
+  suite that names a network the pile is that network's conv weights (what one pass
+  streams between two runs of a layer), when smaller than the full pile: MobileNet V1's
+  12.2 MiB stay partly in a 32 MiB L3 from one image to the next, and a full eviction made
+  every layer pay for weights a pass finds cached.  Zen 4 host, 1 thread, MobileNet V1's
+  plan: its network pass ran at 1.09 / 1.11 (warm / cold pass) of the sum of its
+  warm-tuned costs and at 1.00 / 0.99 of its cold-weights-tuned costs with this pile
+  (in-process, each conv's time after a pile of 4-24 MiB: 12 MiB came within 0.5% of its
+  time inside the pass, 24 MiB 3% over, the full 64 MiB 9% over).
 
 Cold modes time single calls (no inner loop): a value is one call, so the clock's
 resolution matters for microsecond layers; ``timer.timer_resolution`` measures it and the
@@ -59,16 +59,16 @@ WARM, COLD_WEIGHTS, COLD = CACHE_MODES
 FALLBACK_LLC_BYTES = 64 << 20   # no sysfs: assume a large last-level cache
 
 
-def pile_bytes(threads: int, override: int | None = None, pass_bytes: int | None = None
-               ) -> int:
-    """Bytes to stream: ``override`` if given, else ``pass_bytes`` (a network's weights per
-    pass, cold-weights) where smaller than what leaves no level anything: 2 x (LLC +
-    private caches of ``threads`` cores), levels the host shares once, private ones per
-    thread."""
+def pile_bytes(threads: int, override: int | None = None, pass_bytes: int | None = None,
+               mode: str = COLD_WEIGHTS) -> int:
+    """Bytes to stream before a call in cache ``mode``: ``override`` if given, else, in
+    cold-weights, ``pass_bytes`` (a network's weights per pass) where smaller than what
+    leaves no level anything: 2 x (LLC + private caches of ``threads`` cores), levels the
+    host shares once, private ones per thread.  ``cold`` always streams the full pile."""
     if override:
         return int(override)
     full = _full_pile(threads)
-    return min(full, int(pass_bytes)) if pass_bytes else full
+    return min(full, int(pass_bytes)) if pass_bytes and mode == COLD_WEIGHTS else full
 
 
 def _full_pile(threads: int) -> int:
@@ -100,12 +100,6 @@ def _stream_serial(pile: np.ndarray) -> float:
     return float(np.add.reduce(pile, axis=None))
 
 
-def _touch(x: np.ndarray, y: np.ndarray) -> float:
-    """Read every element of x, write every element of y: both end up in cache."""
-    y.fill(0.0)
-    return float(np.add.reduce(x, axis=None))
-
-
 class Evictor:
     """Brings the caches to a cache mode's starting state before a timed call."""
 
@@ -116,8 +110,7 @@ class Evictor:
         if mode not in (COLD_WEIGHTS, COLD):
             raise ValueError(f"no eviction in cache mode {mode!r}")
         self.mode = mode
-        self.nbytes = pile_bytes(threads, override,
-                                 pass_bytes if mode == COLD_WEIGHTS else None)
+        self.nbytes = pile_bytes(threads, override, pass_bytes, mode)
         # np.ones writes every page now: no page fault lands in a timed call later
         self.pile = np.ones(self.nbytes // 4, np.float32)
         self.stream = _stream if parallel else _stream_serial
@@ -129,10 +122,9 @@ class Evictor:
         self.sink += self.stream(self.pile)
 
     def before(self, x: np.ndarray, y: np.ndarray) -> None:
-        """Evict, then (cold-weights) bring the activations back."""
+        """``cold``: evict, nothing of the call's brought back (a timer ``before`` hook;
+        cold-weights takes :meth:`before_twin`)."""
         self.evict()
-        if self.mode == COLD_WEIGHTS:
-            self.sink += _touch(x, y)
 
     def before_twin(self, twin: Callable[[np.ndarray, np.ndarray], None]
                     ) -> Callable[[np.ndarray, np.ndarray], None]:

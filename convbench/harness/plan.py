@@ -145,10 +145,10 @@ class Plan:
                 total += len(group) * (COMPILE_ALLOWANCE_S
                                        + t.processes * values * per_value)
                 continue
-            from convbench.harness.coldcache import COLD_WEIGHTS, pile_bytes
+            from convbench.harness.coldcache import pile_bytes
 
-            pile = pile_bytes(group[0].threads, cold_bytes, self.suite.pass_weight_bytes
-                              if group[0].cache == COLD_WEIGHTS else None)
+            pile = pile_bytes(group[0].threads, cold_bytes, self.suite.pass_weight_bytes,
+                              group[0].cache)
             eviction = pile / (eviction_gbs * 1e9)
             total += t.processes * EVICTOR_START_EVICTIONS * eviction  # allocate, touch
             total += len(group) * (COMPILE_ALLOWANCE_S
