@@ -172,7 +172,7 @@ def test_nhwc_tiles_have_packed_fmas(tile, order, stride):
         kernel(x, prepared.wp, prepared.zero, y, p.ph, p.pw, 1)
         asm = dispatcher_asm(kernel)
         block = hot_block(asm)
-        lengths.append(len(block))
+        lengths.append(sum(1 for line in block if not line.lstrip().startswith("vmov")))
         profile = fp_profile(asm)
         assert profile.total_packed_fma >= rows * pixels * 8, (tile, profile)
         # the interior tile in one block, with no call in it (numba's reference counting
@@ -186,7 +186,11 @@ def test_nhwc_tiles_have_packed_fmas(tile, order, stride):
             assert stack == 0, (tile, stride, regs.name)
     # the parallel kernel's tile is the serial one's: with the pixel stride set before the
     # prange, numba passed it to the outlined loop as a run-time value and the 2 x 4 tile
-    # took 120 instructions instead of 102 (NCHW16c 1.16-1.68x slower at 2 threads)
+    # took 120 instructions instead of 102 (NCHW16c 1.16-1.68x slower at 2 threads), the
+    # extra ones address arithmetic.  Vector moves are left out of the count: where the tile
+    # spills (AVX2's 16 ymm, Zen 3 host) the two bodies' register allocations move and
+    # reload a few vectors differently (1 x 7, stride 2: 249 vs 242 lines, 126 vs 126
+    # without the vmov's)
     parallel, serial = lengths
     assert parallel <= serial + 4, (tile, stride, lengths)
 
