@@ -12,9 +12,11 @@ import pytest
 
 from convbench.kernels import layouts, transforms
 
-LAYOUTS = ("nchw", "nhwc", "nchw8c", "nchw16c", "nchw32c")
-# odd channel counts leave the last block part padding; 1 x 1 and a single channel too
-SHAPES = [(1, 3, 5, 7), (2, 17, 4, 3), (1, 1, 1, 1), (1, 33, 2, 2)]
+LAYOUTS = ("nchw", "nhwc", "nchw1c", "nchw3c", "nchw8c", "nchw16c", "nchw32c", "nchw64c")
+# odd channel counts leave the last block part padding (and a 3-channel block's runs cross
+# the 8- and 16-channel blocks); 1 x 1 and a single channel too; 64 channels fill every
+# block, so equal blocks are one flat copy (NHWC and NCHW64c)
+SHAPES = [(1, 3, 5, 7), (2, 17, 4, 3), (1, 1, 1, 1), (1, 33, 2, 2), (2, 64, 3, 19)]
 
 
 @pytest.fixture(scope="module")
