@@ -11,6 +11,10 @@ one); each helper exists because plain numba got something wrong on these hosts:
 - :func:`stack_f32`: accumulators in an entry-block stack buffer, which LLVM promotes to
   (zmm) registers; a heap ``np.empty`` accumulator kept loads and stores in the inner loop.
 - :func:`data_ptr`: a pointer into an array's data, for micro-kernels written as IR.
+- :data:`U`: unsigned indices for copy loops.  numba wraps negative indices around, and the
+  sign test on each signed index kept LLVM from vectorising the layout transforms' runs
+  and im2col's unfolds (NCHW16c -> NHWC, 64 x 56 x 56, 1 thread, Zen 3 host: 386 us
+  signed, 58 us unsigned).
 
 The figures behind each are in the docstrings, and the kernels' vectorisation is checked
 by counting packed FMAs in their assembly (tests/kernels/test_vectorised.py).
@@ -27,6 +31,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 Compiled = TypeVar("Compiled")
+U = numba.uint64   # cast an index known to be >= 0: no wraparound test (above)
 
 
 def stable_identity(dispatcher: Compiled, name: str) -> Compiled:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import numba
 import numpy as np
 
+from convbench.kernels._numba_support import U
 from convbench.kernels.base import Algorithm, ParamValue, Prepared
 from convbench.kernels.buffers import page_aligned, page_aligned_empty
 from convbench.kernels.gemm import GEMM_BACKEND, Blocking, hot_gemm, own_blocking
@@ -24,7 +25,6 @@ from convbench.spec.problem import ConvProblem
 # signed indices, a 3-d index per element and an array view per tap kept them scalar and
 # slow (1 thread, Zen 3 host: NCHW 1.3-5 GB/s of cols on ResNet-50's 3 x 3 layers; NHWC on
 # conv1's 3 channels 0.6 GB/s, 11.6 ms).
-U = numba.uint64
 
 
 @numba.njit(parallel=True, cache=True)

@@ -29,6 +29,7 @@ import numba
 import numpy as np
 
 from convbench.kernels import layouts
+from convbench.kernels._numba_support import U
 
 PLAIN = ("nchw", "nhwc")
 
@@ -54,13 +55,6 @@ def stored_shape(shape_nchw: tuple[int, int, int, int], layout: str) -> tuple[in
         return (n, h, w, c)
     x = block_of(layout, c)
     return (n, -(-c // x), h, w, x)
-
-
-# Indices are cast to unsigned (U) where the copies run: numba wraps negative indices
-# around, and the sign test on each signed index kept LLVM from vectorising the runs (the
-# 16-float runs of NCHW16c -> NHWC, 64 x 56 x 56, 1 thread, Zen 3 host: 386 us signed, 58 us
-# unsigned).
-U = numba.uint64
 
 
 @numba.njit(parallel=True, cache=True)
