@@ -56,8 +56,13 @@ def bench_workers(client: Any) -> dict[str, str]:
 
     A worker's label is its ``--name`` (the recipe names it after its host), or its
     address when it has none."""
+    # Ask the scheduler and use its answer, not ``client.scheduler_info()``: that returns the
+    # client's shared cache, which the client's own periodic refresh (worker-less, n_workers=0)
+    # may overwrite between the fetch and the read -- a loaded host then saw healthy workers
+    # "depart" and killed ones come back.
+    identity = client.sync(client.scheduler.identity, n_workers=-1)
     out = {}
-    for address, info in client.scheduler_info(n_workers=-1)["workers"].items():
+    for address, info in identity["workers"].items():
         if info.get("resources", {}).get(RESOURCE, 0) < 1:
             continue
         name = info.get("name")
