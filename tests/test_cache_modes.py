@@ -139,11 +139,12 @@ def test_no_page_fault_lands_in_a_cold_call(tmp_path):
     assert faults < 0.5      # per call: the pile and the buffers were touched beforehand
 
 
-def test_a_cold_weights_call_follows_its_twin_on_the_calls_buffers(monkeypatch):
+def test_a_cold_weights_call_follows_its_twin_on_the_calls_input(monkeypatch):
     """cold-weights: after the eviction the case's twin -- its kernel built again on its own
-    copy of the weights -- computes the layer into the call's output (so activations, code
-    and thread pool are as a pass leaves them, the weights not); cold: the eviction and
-    nothing of the layer's."""
+    copy of the weights -- computes the layer from the call's input into a spare output (so
+    the input, code and thread pool are as a pass leaves them; the weights and the output,
+    which a pass gives a buffer of its own, not); cold: the eviction and nothing of the
+    layer's."""
     import numpy as np
 
     from convbench.harness import worker
@@ -168,10 +169,13 @@ def test_a_cold_weights_call_follows_its_twin_on_the_calls_buffers(monkeypatch):
 
         def build(self, problem, weights, layout, params):
             built.append(weights)
-            return self.algorithm.build(problem, weights, layout, params)
+            twin = self.algorithm.build(problem, weights, layout, params)
+            return SimpleNamespace(run=lambda x, y: (wrote.append((x, y)), twin.run(x, y)))
 
     monkeypatch.setattr(registry, "get", lambda name: Counting(real_get(name)))
     events = []
+    wrote: list = []   # (input, output) of each twin call
+    want = ex.y.copy()   # the layer, as verify computed it
     for mode in ("cold-weights", "cold"):
         evictor = coldcache.Evictor(mode, 1, override=1 << 20)
         monkeypatch.setattr(evictor, "evict", lambda mode=mode: events.append(mode))
@@ -179,12 +183,17 @@ def test_a_cold_weights_call_follows_its_twin_on_the_calls_buffers(monkeypatch):
         channel = SimpleNamespace(enter=lambda *where, seen=entered: seen.append(where))
         before = worker._befores(evictor, alive, {"case": variant}, problem, w,
                                  channel)["case"]
-        want = ex.y.copy()
         ex.y[...] = 0.0
         before(ex.x, ex.y)
-        assert np.array_equal(ex.y, want) == (mode == "cold-weights"), mode
+        before(ex.x, ex.y)
+        assert not ex.y.any(), mode   # the call's output left as the eviction leaves it
         # a twin's build is entered as its case's: a crash in it is charged to the case
         assert entered == ([("case", "prepare its twin")] if mode == "cold-weights" else [])
-    assert events == ["cold-weights", "cold"]
+    assert events == ["cold-weights"] * 2 + ["cold"] * 2
     (twin_weights,) = built   # one twin, for cold-weights only, on weights of its own
     assert np.array_equal(twin_weights, w) and not np.shares_memory(twin_weights, w)
+    # it ran on the call's input, twice into one spare output of its own: the layer computed
+    assert len(wrote) == 2 and all(x is ex.x for x, _ in wrote)
+    (_, spare), (_, again) = wrote
+    assert spare is again and not np.shares_memory(spare, ex.y)
+    assert np.array_equal(spare, want)

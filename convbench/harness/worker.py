@@ -257,7 +257,8 @@ def _befores(evictor: Any, alive: list, variants: dict[str, Any], problem: Any,
              w: Any, channel: Channel) -> dict[str, Any]:
     """Per case, what runs untimed before each cold call: the eviction, and in cold-weights
     the case's twin -- its kernel built again on a copy of the weights (own memory) --
-    on the call's buffers (:meth:`convbench.harness.coldcache.Evictor.before_twin`).
+    on the call's input, into a spare output
+    (:meth:`convbench.harness.coldcache.Evictor.before_twin`).
     Empty when warm.  A twin's build is entered as its case's, so a crash or hang in it
     is charged to that case."""
     from convbench.harness import coldcache

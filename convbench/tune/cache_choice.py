@@ -6,9 +6,9 @@ thread pool busy, its weights as cold as the rest of one pass leaves them.  ``co
 is that state (:mod:`convbench.harness.coldcache`): in a suite that names a network the
 pile before each call is that network's conv weights per pass (capped at a full
 eviction), and the case's twin -- the kernel built on its own copy of the weights -- then
-runs on the call's buffers.  So ``auto`` is ``cold-weights`` at every thread count, for
-every suite (one that names no network gets a full eviction: its layers never run as one
-pass).
+runs on the call's input, into a spare output (a pass's output buffer is cold too).  So
+``auto`` is ``cold-weights`` at every thread count, for every suite (one that names no
+network gets a full eviction: its layers never run as one pass).
 
 How the choice got here (measured / predicted pass time, warm pass / cold pass):
 
