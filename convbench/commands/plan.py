@@ -91,6 +91,12 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
     if verbose:
         click.echo("")
         click.echo("\n".join(report.explanations(best)))
+    short = _short_round_costs(measured, alternatives, table)
+    if short:
+        click.echo(f"{short} conv cost(s) of this plan and its alternatives come from short "
+                   "tuning rounds (rankings, not figures): convbench tune "
+                   f"{suite} --records {records} --confirm PLAN measures them at the "
+                   "suite's timing; then plan again")
     estimated = [{"shape": list(s), "from_layout": a, "to_layout": b}
                  for s, a, b in sorted(transform_seconds.estimated)]
     if estimated:
@@ -109,6 +115,17 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
         output.write_text(json.dumps(document, indent=1) + "\n")
         click.echo(f"plan: {output}")
     return 0
+
+
+def _short_round_costs(measured: list, alternatives: dict, table: object) -> int:
+    """How many (layer, variant) the plans run at a cost from a tune's round before the
+    final one (``convbench tune --confirm`` measures them; :mod:`convbench.tune.confirm`)."""
+    short = {(m.layer, m.variant) for m in measured
+             if not m.final and m.threads == table.threads and m.cache == table.cache}
+    used = {(step.layer, step.candidate.variant_id)
+            for plan in alternatives.values() if not isinstance(plan, str)
+            for step in plan.steps if step.candidate is not None}
+    return len(used & short)
 
 
 def _suite_source(loaded: object) -> dict[str, str | None]:

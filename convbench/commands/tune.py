@@ -44,6 +44,12 @@ from convbench.commands.run import _thread_list, _word_list
               type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="Tuning records of other layers or networks on this host to rank by "
                    "(implies --transfer; records of the layer being tuned are not used).")
+@click.option("--confirm", "confirm_plan",
+              type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="A plan.json of convbench plan: measure at the suite's timing the conv "
+                   "variants it and its alternatives run whose cost came from a short "
+                   "round, into --records (then plan again).  Its threads and cache mode "
+                   "are used.")
 @click.option("--cold-bytes", type=click.IntRange(min=1 << 20),
               help="Bytes streamed to evict the caches in cold modes (as for run).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
@@ -51,8 +57,8 @@ from convbench.commands.run import _thread_list, _word_list
 def command(suite: str, budget_s: float | None, records_path: Path | None, resume: bool,
             cache_modes: str, threads: str | None, vector_widths: str | None,
             only: tuple[str, ...], exclude: tuple[str, ...], exhaustive: bool,
-            transfer: bool, prior_paths: tuple[Path, ...], cold_bytes: int | None, seed: int,
-            quiet: bool) -> int:
+            transfer: bool, prior_paths: tuple[Path, ...], confirm_plan: Path | None,
+            cold_bytes: int | None, seed: int, quiet: bool) -> int:
     """Find each layer's fastest variant of SUITE's sweep with few measurements.
 
     Per layer group (thread count, vector width, cache mode) the candidates -- the
@@ -80,9 +86,13 @@ def command(suite: str, budget_s: float | None, records_path: Path | None, resum
     if exhaustive and (transfer or prior_paths):
         raise ConvbenchError("--exhaustive measures every candidate: not with --transfer "
                              "or --prior")
+    if confirm_plan and (exhaustive or transfer or prior_paths or resume):
+        raise ConvbenchError("--confirm measures a plan's variants in tuned records: not "
+                             "with --exhaustive, --transfer, --prior or --resume")
     outcome = tune_suite(suite, options, records_path, resume=resume, budget_s=budget_s,
                          quiet=quiet, exhaustive=exhaustive, transfer=transfer,
-                         prior_paths=prior_paths, cache_auto=modes == (AUTO,))
+                         prior_paths=prior_paths, cache_auto=modes == (AUTO,),
+                         confirm_plan=confirm_plan)
     click.echo(f"records: {outcome.path}")
     if outcome.budget_spent or outcome.interrupted:
         why = "budget spent" if outcome.budget_spent else "interrupted"

@@ -62,7 +62,7 @@ from convbench.harness.plan import Case, Plan
 from convbench.harness.runner import Runner
 from convbench.kernels import registry
 from convbench.results.store import now_utc
-from convbench.tune import cache_choice, prior, records, schedule, space
+from convbench.tune import cache_choice, confirm, prior, records, schedule, space
 from convbench.tune.records import GroupKey
 from convbench.tune.space import group_label
 
@@ -139,19 +139,24 @@ class Session:
                  budget_s: float | None = None, quiet: bool = False,
                  say: Callable[[str], None] | None = None, chunk: int = CHUNK,
                  exhaustive: bool = False, transfer: bool = False,
-                 prior_records: Sequence[Mapping[str, Any]] = ()):
+                 prior_records: Sequence[Mapping[str, Any]] = (),
+                 confirm_variants: Mapping[str, set[str]] | None = None):
         self.plan = plan
+        # --confirm: layer -> the plan's variants to measure at the final round's timing
+        self.confirm_variants = confirm_variants
         self.transfer = transfer
         self.prior_records = list(prior_records)
-        self.schedule = schedule.grid if exhaustive else schedule.rounds
+        confirming = confirm_variants is not None   # one round, at the final's timing
+        self.schedule = schedule.grid if exhaustive or confirming else schedule.rounds
         self.chunk = chunk
         self.options = options
         self.path = path
         self.host = host
-        self.resume = resume
         self.budget_s = budget_s
         self.quiet = quiet
         self.say = say or _say
+        resume = resume or confirming   # it adds to tuned records
+        self.resume = resume
         self.known = records.read(path) if resume and path.exists() else []
         self.sink = _RecordSink(environment, self.on_row)
         self.runner = Runner(plan, self.sink, options, quiet=True)  # type: ignore[arg-type]
@@ -181,6 +186,11 @@ class Session:
         work = []
         for group in self.plan.groups():
             key = self.key(group[0])
+            if self.confirm_variants is not None:
+                found = self.to_confirm(group, key)
+                if found.cases:
+                    work.append((group, found))
+                continue
             if self.resume and records.finished(self.known, key):
                 outcome.groups.append(GroupOutcome(
                     group_label(group[0]), 0, already_tuned=True, finished=True,
@@ -190,6 +200,10 @@ class Session:
             found = space.candidates(group, self.options.only, self.options.exclude)
             if found.cases or found.not_applicable:   # else a variant glob left it nothing
                 work.append((group, found))
+        if self.confirm_variants is not None and not work:
+            self.say("every conv variant of the plan has a final-round record: nothing "
+                     "to confirm")
+            return outcome
         if not work and not outcome.groups:
             raise ConvbenchError(f"suite {self.plan.suite.name}: the filters leave no "
                                  "candidate to tune")
@@ -242,6 +256,8 @@ class Session:
                               - schedule.measurements(self.schedule(len(alive), timing)))
                 bar.refresh()
         index = 0
+        if self.confirm_variants is not None:   # recorded as the group's final round
+            index = confirm.final_round(self.known, key) or 0
         while alive:
             self.round = self.schedule(len(alive), self.plan.timing, index)[0]
             if self.out_of_budget():
@@ -268,6 +284,16 @@ class Session:
         result.finished = True
         result.best = records.best(self.known, key)
         return result
+
+    def to_confirm(self, group: Sequence[Case], key: GroupKey) -> space.Candidates:
+        """``--confirm``: the group's candidates the plan runs whose last record is from a
+        short round (:mod:`.confirm`); none where the group has no final round yet."""
+        if confirm.final_round(self.known, key) is None:
+            return space.Candidates((), 0)
+        wanted = confirm.unconfirmed(self.known, key,
+                                     self.confirm_variants.get(group[0].layer, ()))
+        found = space.candidates(group, self.options.only, self.options.exclude)
+        return space.Candidates(tuple(c for c in found.cases if c.variant.id in wanted), 0)
 
     def transfer_field(self, first: Case, alive: list[Case], key: GroupKey) -> list[Case]:
         """Round 0's candidates under the transfer prior (:mod:`.prior`): the best-ranked
@@ -330,7 +356,8 @@ def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path |
                resume: bool = False, budget_s: float | None = None, quiet: bool = False,
                measure_machine: bool | None = None, chunk: int = CHUNK,
                exhaustive: bool = False, transfer: bool = False,
-               prior_paths: Sequence[Path] = (), cache_auto: bool = False) -> TuneOutcome:
+               prior_paths: Sequence[Path] = (), cache_auto: bool = False,
+               confirm_plan: Path | None = None) -> TuneOutcome:
     """Tune a suite's plan (``options``: its overrides and filters) into a records file.
 
     Without ``resume`` the file must not hold records yet: appending a second tuning to
@@ -338,7 +365,10 @@ def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path |
     ``transfer``: round 0 measures only what :mod:`.prior` ranks best from other groups'
     records (this session's and those of ``prior_paths``, which imply it).
     ``cache_auto``: each thread count in the mode :mod:`.cache_choice` chooses (said on
-    stderr), in place of ``options.cache``."""
+    stderr), in place of ``options.cache``.  ``confirm_plan``: measure, at the suite's
+    timing, the conv variants of that plan (and of its alternatives) whose records come
+    from short rounds, into the records the plan was made from (:mod:`.confirm`); the
+    plan's thread count and cache mode replace ``options``'."""
     from convbench.harness import affinity
     from convbench.harness.options import make_plan
     from convbench.machine.first_use import limits_for_run
@@ -346,6 +376,14 @@ def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path |
     from convbench.tune.apply import this_host
 
     suite = load_suite(suite_path)
+    confirm_variants = None
+    if confirm_plan is not None:
+        if not records_path or not Path(records_path).is_file():
+            raise ConvbenchError("--confirm adds to the records the plan was made from: "
+                                 "give them with --records")
+        threads, cache, confirm_variants = confirm.plan_variants(confirm_plan)
+        options = dataclasses.replace(options, threads=(threads,), cache=(cache,))
+        cache_auto = False
     tell = (lambda line: None) if quiet else (lambda line: print(line, file=sys.stderr))
     # the plan first: a bad filter or thread count is refused before any machine measuring;
     # variant globs filter the tuner's candidates, not the sweep's grid (space.sweep_filters)
@@ -370,11 +408,12 @@ def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path |
     options = dataclasses.replace(options, cpus=affinity.resolve_pool(options.cpus))
     host = this_host()
     path = Path(records_path) if records_path else records.default_path(suite.name, host)
-    if not resume and path.exists() and path.stat().st_size > 0:
+    if not resume and confirm_plan is None and path.exists() and path.stat().st_size > 0:
         raise ConvbenchError(f"{path}: holds tuning records already; --resume continues "
                              f"them (or give another --records)")
     prior_records = [r for p in prior_paths for r in records.read(p)]
     session = Session(plan, options, path, host, {"machine": limits}, resume=resume,
                       budget_s=budget_s, quiet=quiet, chunk=chunk, exhaustive=exhaustive,
-                      transfer=transfer or bool(prior_paths), prior_records=prior_records)
+                      transfer=transfer or bool(prior_paths), prior_records=prior_records,
+                      confirm_variants=confirm_variants)
     return session.run()
