@@ -41,6 +41,10 @@ with no evidence of its kernel size runs the full halving and becomes evidence.
 :func:`.schedule.grid`): the full grid's best, which the halving is meant to find with a
 fraction of the measuring, so that claim can be checked (``tools/tune_vs_grid.py``).
 
+``--confirm PLAN`` runs one round per group at the suite's timing over the conv variants
+the plan and its alternatives use whose last record is from a short round, numbered as
+the group's final round (:mod:`.confirm`); groups without one are left alone.
+
 ``--cache auto`` (the default) tunes each thread count in the cache state a pass of the
 suite's network gives its layers (:mod:`.cache_choice`).
 """
