@@ -4,16 +4,16 @@ Rather than updating an output row once per kernel tap (9 passes over it), every
 element is produced in one pass that sums all 9 taps, so each output is written once and
 each input row is read while it is still in cache.
 
-NHWC: weights packed [C/V] x KW x KH x V (QNNPACK's layout, V = 16 lanes: one 512-bit
-vector of float32; QNNPACK's NEON kernel uses 8), zero padded to whole blocks.  A register
-tile of rows x pixels outputs and one block of V channels is one call of a micro-kernel
-written as vector IR (:func:`tile_3x3`, as XNNPACK writes its kernels in intrinsics):
-each input vector loaded once, the sums kept in registers and stored once; padding taps
-read one zero vector, as in QNNPACK, so edge pixels take the same code as interior ones.
-Zen 4 host, 1 thread, page-aligned buffers, warm: 57-98 GFLOP/s on MobileNet V1's
-stride-1 depthwise layers (up to 85% of the measured peak), 30-50 on the stride-2 ones,
-which bring 4x the new input lines per tile, streamed from L2 or L3 (software prefetch and
-larger tiles did not help).
+NHWC: weights packed [C/L] x KW x KH x L (QNNPACK's layout; L = one vector register's
+float32 lanes, :func:`nhwc_lanes`: 16 with AVX-512, 8 on AVX2 and NEON, as QNNPACK's NEON
+kernel), zero padded to whole blocks.  A register tile of rows x pixels outputs and one
+block of L channels is one call of a micro-kernel written as vector IR (:func:`tile_3x3`,
+as XNNPACK writes its kernels in intrinsics): each input vector loaded once, the sums kept
+in registers and stored once; padding taps read one zero vector, as in QNNPACK, so edge
+pixels take the same code as interior ones.  Zen 4 host, 1 thread, page-aligned buffers,
+warm: 57-98 GFLOP/s on MobileNet V1's stride-1 depthwise layers (up to 85% of the measured
+peak), 30-50 on the stride-2 ones, which bring 4x the new input lines per tile, streamed
+from L2 or L3 (software prefetch and larger tiles did not help).
 NCHW16c (NeoCPU's blocked layout with x = V): a tensor (N, C/V, H, W, V) is N * C/V
 images of V channels in NHWC, image i using weight block i mod C/V, so the NHWC kernel runs
 it unchanged on that view: one channel block per image, no transform between blocked 1x1
@@ -175,15 +175,32 @@ def _clamp(i, n):  # pragma: no cover - jitted
 
 
 @cache
+def nhwc_lanes(registers: object | None = None) -> int:
+    """NHWC's channels per packed weight block and tile vector on this host: one
+    register's float32 lanes, 8 to 16 -- a zmm (16) with AVX-512, a ymm (8) on AVX2, two
+    NEON q registers (8, as QNNPACK's kernel).  On AVX2's 16 ymm a 16-lane tile takes two
+    registers a vector and the larger tiles spill: with 8 lanes the best NHWC variant of
+    each of MobileNet V2's 10 depthwise layers ran 1.12-1.14x faster at equal in-run
+    reference speed (1 thread, warm, Zen 3 host, geomean of two runs against one), and
+    ONNX Runtime's NCHW8c time / ours in the same runs went from 1.15 to 1.21-1.37.
+    NCHW16c's block is its layout's, V.  ``registers``: a
+    :class:`convbench.host.RegisterFile` (default: this host's)."""
+    from convbench import host
+
+    return min(V, max(8, (registers or host.register_file()).lanes))
+
+
 def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
-                parallel: bool = True, blocked: bool = False, channels: int = 0):
+                parallel: bool = True, blocked: bool = False, channels: int = 0,
+                lanes: int = V):
     """The NHWC kernel for one stride and register tiles of ``rows`` x ``tile`` output pixels.
 
-    A prange job is ``rows`` output rows of one image.  Per tile and channel block of V
-    lanes, :func:`tile_3x3` sums the 9 taps of all the tile's pixels from its NROW x NCOL
-    input pixels (NROW = (rows-1)*stride + 3, NCOL = (tile-1)*stride + 3), so neighbouring
-    pixels share loaded inputs (stride 1, 1 x 4: 27 loads for 36 FMAs, 2 x 4: 33 for 72,
-    instead of 18 loads per 9 FMAs; QNNPACK's ARM64 kernel likewise computes 3 output rows
+    A prange job is ``rows`` output rows of one image.  Per tile and channel block of
+    ``lanes`` channels (:func:`nhwc_lanes`; V for NCHW16c), :func:`tile_3x3` sums the
+    9 taps of all the tile's pixels from its NROW x NCOL input pixels (NROW =
+    (rows-1)*stride + 3, NCOL = (tile-1)*stride + 3), so neighbouring pixels share
+    loaded inputs (stride 1, 1 x 4: 27 loads for 36 FMAs, 2 x 4: 33 for 72, instead of
+    18 loads per 9 FMAs; QNNPACK's ARM64 kernel likewise computes 3 output rows
     from 5 input rows).  Which of those input rows and columns lie inside the image is two
     bit masks, worked out per band and per tile; interior tiles take the micro-kernel
     compiled for full masks.  ``blocked``: NCHW16c's view, whose pixels are V floats apart
@@ -207,15 +224,17 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
     NROW, NCOL = (R - 1) * S + 3, (P - 1) * S + 3
     ROWS_ALL, COLS_ALL = (1 << NROW) - 1, (1 << NCOL) - 1
     BLOCKS_OUTER = order == "blocks"
+    L = lanes
     PIX = V if blocked else channels   # 0: C read at run time
     key = (f"s{S}_r{R}_t{P}_{order}" + ("_blocked" if blocked else "")
-           + (f"_c{channels}" if channels and not blocked else ""))
+           + (f"_c{channels}" if channels and not blocked else "")
+           + (f"_l{L}" if L != V else ""))
 
     def dw3x3_nhwc(x, wp, zero, y, ph, pw, w_groups):  # pragma: no cover - jitted
         """Image n uses weight group n % w_groups (1 for NHWC; C/V for NCHW16c's view)."""
         n_mb, ih_len, iw_len, c_len = x.shape
         _, oh_len, ow_len, _ = y.shape
-        n_blocks = (c_len + V - 1) // V
+        n_blocks = (c_len + L - 1) // L
         n_tiles = (ow_len + P - 1) // P
         n_bands = (oh_len + R - 1) // R
         x_row, y_row = iw_len * c_len, ow_len * c_len
@@ -237,23 +256,23 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
             for k_out in range(n_outer):
                 for k_in in range(n_inner):
                     b, t = (k_out, k_in) if BLOCKS_OUTER else (k_in, k_out)
-                    c0 = b * V
+                    c0 = b * L
                     blk = w0 + b
                     npix = min(P, ow_len - t * P)
                     iw0 = t * P * S - pw
-                    if c_len - c0 < V:
+                    if c_len - c0 < L:
                         _tail_block(x, wp, y, n, blk, c0, oh0, nrows, t * P, npix, S, ph, pw)
                         continue
                     col_mask = _inside_bits(iw0, NCOL, iw_len)
                     xq = data_ptr(x, ((n * ih_len + ih0) * iw_len + iw0) * c_len + c0)
                     yq = data_ptr(y, ((n * oh_len + oh0) * ow_len + t * P) * c_len + c0)
-                    wq = data_ptr(wp, blk * 9 * V)
+                    wq = data_ptr(wp, blk * 9 * L)
                     if row_mask == ROWS_ALL and col_mask == COLS_ALL and nrows == R and npix == P:
                         tile_3x3(xq, x_row, pix, wq, zp, ROWS_ALL, COLS_ALL, yq, y_row, pix,
-                                 R, P, R, P, S, V)
+                                 R, P, R, P, S, L)
                     else:
                         tile_3x3(xq, x_row, pix, wq, zp, row_mask, col_mask, yq, y_row, pix,
-                                 nrows, npix, R, P, S, V)
+                                 nrows, npix, R, P, S, L)
 
     mode = "parallel" if parallel else "serial"
     return cached_closure(f"{key}_{mode}", parallel=parallel, fastmath=True)(dw3x3_nhwc)
@@ -261,7 +280,7 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
 
 @numba.njit(fastmath=True, cache=True)
 def _tail_block(x, wp, y, n, blk, c0, oh0, nrows, ow0, npix, stride, ph, pw):  # pragma: no cover
-    """The last channel block when C is not a multiple of V: its ``C - c0`` lanes of one
+    """The last channel block when C is not a multiple of the lanes: its ``C - c0`` lanes of one
     tile's outputs, tap by tap (rare, so kept plain rather than fast)."""
     ih_len, iw_len, c_len = x.shape[1:]
     for r in range(nrows):
@@ -346,15 +365,16 @@ class DepthwiseNHWC(Prepared):
         self.p = problem
         self.tile, self.order = tile, order
         blocked = self.in_layout == BLOCKED
+        self.lanes = lanes = V if blocked else nhwc_lanes()
         # C fixed at compile time where it is whole vectors (every network's depthwise
         # layer); other channel counts share one kernel per tile (no compile per C)
-        self.channels = problem.ic if not blocked and problem.ic % V == 0 else 0
+        self.channels = problem.ic if not blocked and problem.ic % lanes == 0 else 0
         self.kernel = nhwc_kernel(problem.sh, *tile_shape(tile), order, blocked=blocked,
-                                  channels=self.channels)
+                                  channels=self.channels, lanes=lanes)
         self.serial = nhwc_kernel(problem.sh, *tile_shape(tile), order, parallel=False,
-                                  blocked=blocked, channels=self.channels)
-        self.wp = page_aligned(pack_weights(np.asarray(w, np.float32)))
-        self.zero = page_aligned_zeros(V)   # the vector padding taps read
+                                  blocked=blocked, channels=self.channels, lanes=lanes)
+        self.wp = page_aligned(pack_weights(np.asarray(w, np.float32), lanes))
+        self.zero = page_aligned_zeros(lanes)   # the vector padding taps read
         self.packed_weight_bytes = self.wp.nbytes
         self.workspace_bytes = self.zero.nbytes
 
@@ -369,7 +389,7 @@ class DepthwiseNHWC(Prepared):
         return (self.kernel, self.serial)
 
     def info(self) -> dict[str, ParamValue]:
-        return {"lanes": V, "tile": self.tile, "order": self.order,
+        return {"lanes": self.lanes, "tile": self.tile, "order": self.order,
                 "compulsory_bytes": self.p.compulsory_bytes}
 
 
@@ -436,7 +456,8 @@ ALGORITHMS = [
         build=_build,
         applies=_applies,
         params=PARAMS,
-        notes=f"NHWC weights packed [C/{V}] x KW x KH x {V}; stride 1 or 2; memory-bound: "
-              "judge it by bandwidth (compulsory_bytes / time) against the roofline.",
+        notes="NHWC weights packed [C/lanes] x KW x KH x lanes (lanes: one vector register's "
+              f"float32, 8 to 16), NCHW{V}c's [C/{V}] x KW x KH x {V}; stride 1 or 2; "
+              "memory-bound: judge it by bandwidth (compulsory_bytes / time) against the roofline.",
     )
 ]

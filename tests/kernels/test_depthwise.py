@@ -57,7 +57,8 @@ def test_nhwc_with_the_channel_count_compiled_in(stride):
         assert kernel.channels == 48
         report = _run(p, "nhwc", kernel)
         assert report.passed, f"{tile} {order}: {report.reason}"
-    odd = ConvProblem.make(g=40, ic=40, oc=40, ih=5, iw=5, kh=3, kw=3, ph=1, pw=1)
+    # 36 channels: not whole vectors of 8 or 16 lanes
+    odd = ConvProblem.make(g=36, ic=36, oc=36, ih=5, iw=5, kh=3, kw=3, ph=1, pw=1)
     assert depthwise.DepthwiseNHWC(odd, make_inputs(odd, 1)[1]).channels == 0
     x = np.zeros((1, 5, 5, 32), np.float32)
     with pytest.raises(ValueError, match="built for 48"):
@@ -182,7 +183,7 @@ def test_nhwc_tiles_have_packed_fmas(tile, order, stride):
         assert fmas >= rows * pixels * 8, (tile, stride, fmas)
         assert not [line for line in block if "call" in line], (tile, stride)
         regs = host.register_file()
-        if (rows * pixels + 9 + 1) * regs.vectors(depthwise.V) <= regs.registers:
+        if (rows * pixels + 9 + 1) * regs.vectors(prepared.lanes) <= regs.registers:
             assert stack == 0, (tile, stride, regs.name)
     # the parallel kernel's tile is the serial one's: with the pixel stride set before the
     # prange, numba passed it to the outlined loop as a run-time value and the 2 x 4 tile
@@ -198,3 +199,18 @@ def test_nhwc_tiles_have_packed_fmas(tile, order, stride):
 def test_nchw_kernel_has_packed_fmas():
     _run(ConvProblem.make(g=32, ic=32, oc=32, ih=10, iw=20, kh=3, kw=3, ph=1, pw=1), "nchw")
     assert fp_profile(dispatcher_asm(depthwise._dw3x3_nchw)).vectorised
+
+
+def test_nhwc_lanes_are_one_register_of_the_host():
+    """NHWC's weight blocks and tile vectors are one register wide (two NEON q registers);
+    NCHW16c keeps its layout's block."""
+    assert depthwise.nhwc_lanes(host.ZMM) == 16
+    assert depthwise.nhwc_lanes(host.YMM) == 8
+    assert depthwise.nhwc_lanes(host.NEON) == 8
+    p = ConvProblem.make(g=24, ic=24, oc=24, ih=9, iw=9, kh=3, kw=3, ph=1, pw=1)
+    _, w = make_inputs(p, 1)
+    nhwc = depthwise.DepthwiseNHWC(p, w)
+    lanes = depthwise.nhwc_lanes()
+    assert nhwc.lanes == lanes and nhwc.wp.shape == (-(-24 // lanes), 3, 3, lanes)
+    assert nhwc.info()["lanes"] == lanes
+    assert depthwise.DepthwiseNCHW16c(p, w).lanes == depthwise.V
