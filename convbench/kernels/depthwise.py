@@ -190,6 +190,7 @@ def nhwc_lanes(registers: object | None = None) -> int:
     return min(V, max(8, (registers or host.register_file()).lanes))
 
 
+@cache
 def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
                 parallel: bool = True, blocked: bool = False, channels: int = 0,
                 lanes: int = V):
