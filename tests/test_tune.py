@@ -159,7 +159,7 @@ def test_indirect_space_by_layer():
 def test_candidates_generated_per_layer_baselines_left_out(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text("name: s\ndescription: d\nlayers:\n"
-                    "  - {name: a, shape: mb1ic8ih7oc16oh7kh1}\n"
+                    "  - {name: a, shape: mb1ic8ih7oc16oh7kh3ph1}\n"
                     "sweep: {algorithms: [nchwc, direct, onednn], layouts: [nchwxc, nchw]}\n")
     plan = make_plan(load_suite(path), COLD)
     (group,) = plan.groups()
@@ -178,7 +178,7 @@ def test_candidates_generated_per_layer_baselines_left_out(tmp_path):
         assert len(nchwc_cases) == 10 + 4 * 2 - 1
         assert {c.variant.param_dict["oc_bn"] for c in nchwc_cases} == {8, 16}
     assert [c.variant.param_dict for c in nchwc_cases] == nchwc.tuning_space(
-        parse_descriptor("mb1ic8ih7oc16oh7kh1"))
+        parse_descriptor("mb1ic8ih7oc16oh7kh3ph1"))
     assert [c.variant.id for c in found.cases if c.variant.algorithm != "nchwc"] \
         == ["direct/nchw"]
     assert not any(c.baseline for c in found.cases)

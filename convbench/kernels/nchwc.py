@@ -16,8 +16,11 @@ per accumulator; the tile is written once at the end.  Channels are zero padded 
 blocks; where the layer pads, the input is copied into a zero-bordered buffer (allocated
 in build, its border written once) so the inner loops need no bounds checks; a run of the
 row past its right edge is computed in full on that buffer and only its valid positions are
-written.  A layer with no border to add (1x1 layers, and unpadded ones whose reg_n runs end
-at the row's edge) reads the caller's input in place.
+written.  A layer with no border to add (unpadded ones whose reg_n runs end at the row's
+edge) reads the caller's input in place.  A pointwise layer (1x1, stride 1, unpadded) is
+tiled along its whole H x W plane instead of along rows -- a channel block's pixels are one
+contiguous run on both sides -- with a tile of its own for the plane's remainder, so a 7 x 7
+plane takes 6-wide tiles and a 1-wide tail, not 7-wide rows; it always reads in place.
 
 Vectorisation (read with :mod:`convbench.kernels.asm`). The tile is a stack buffer
 accessed only as whole LLVM vectors at constant offsets (:mod:`~convbench.kernels.
@@ -100,35 +103,46 @@ SPACE_CAP = 100
 
 
 @cache
-def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int):
-    """The kernel with the tile (reg_n x oc_bn), ic_bn, the width stride and, when
-    unrolled, the kernel size compiled in (kh_fixed = kw_fixed = 0: runtime loops).
+def _tile(rows: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int):
+    """One rows x oc_bn output tile: sum over ic blocks, kernel taps and the ic_bn channels
+    of a block, then one write of its ``valid`` rows (kh_fixed = kw_fixed = 0: the taps are
+    runtime loops).
 
-    The width stride is constant so the reg_n input reads of one FMA step sit at constant
+    The width stride is constant so the input reads of one FMA step sit at constant
     distances from one pointer (x86 addressing has no room for a runtime stride times 28).
     """
-    REG_N, OC_BN, IC_BN = reg_n, oc_bn, ic_bn
+    ROWS, OC_BN, IC_BN = rows, oc_bn, ic_bn
     X_STEP = sw * ic_bn          # elements between the inputs of neighbouring outputs
     W_TAP = ic_bn * oc_bn        # elements of one kernel tap of one (oc, ic) block pair
-    key = f"r{reg_n}_oc{oc_bn}_ic{ic_bn}_sw{sw}_k{kh_fixed}x{kw_fixed}"
 
-    def tile(xp, x0, w, w0, y, y0, rows, icb_len, kh_len, kw_len, x_icb, x_kh, x_kw
+    def tile(xp, x0, w, w0, y, y0, valid, icb_len, kh_len, kw_len, x_icb, x_kh, x_kw
              ):  # pragma: no cover - jitted
-        """One reg_n x oc_bn output tile: sum over ic blocks, kernel taps and the ic_bn
-        channels of a block, then one write of its ``rows`` valid rows."""
         if kh_fixed:
             kh_len, kw_len = kh_fixed, kw_fixed
-        acc = tile_zero(REG_N, OC_BN)
+        acc = tile_zero(ROWS, OC_BN)
         for icb in range(icb_len):
             for kh in range(kh_len):
                 for kw in range(kw_len):
                     xb = x0 + icb * x_icb + kh * x_kh + kw * x_kw
                     wb = w0 + ((icb * kh_len + kh) * kw_len + kw) * W_TAP
                     for ic in range(IC_BN):
-                        tile_fma(acc, xp, xb + ic, X_STEP, w, wb + ic * OC_BN, REG_N, OC_BN)
-        tile_store(acc, y, y0, OC_BN, rows, REG_N, OC_BN, False)
+                        tile_fma(acc, xp, xb + ic, X_STEP, w, wb + ic * OC_BN, ROWS, OC_BN)
+        tile_store(acc, y, y0, OC_BN, valid, ROWS, OC_BN, False)
 
-    tile = cached_closure(key, fastmath=True)(tile)
+    return cached_closure(f"r{rows}_oc{oc_bn}_ic{ic_bn}_sw{sw}_k{kh_fixed}x{kw_fixed}",
+                          fastmath=True)(tile)
+
+
+@cache
+def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int):
+    """The kernel with the tile (reg_n x oc_bn), ic_bn, the width stride and, when
+    unrolled, the kernel size compiled in (kh_fixed = kw_fixed = 0: runtime loops): tiles
+    along each output row, the last one computed in full past the row's edge."""
+    REG_N, IC_BN = reg_n, ic_bn
+    X_STEP = sw * ic_bn
+    W_TAP = ic_bn * oc_bn
+    OC_BN = oc_bn
+    tile = _tile(reg_n, oc_bn, ic_bn, sw, kh_fixed, kw_fixed)
 
     def conv(xp, w, y, sh, dh, dw):  # pragma: no cover - jitted
         n_mb, icb_len, hp, wp, _ = xp.shape
@@ -148,50 +162,107 @@ def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed
                 tile(xp, x_row + ow0 * X_STEP, w, ocb * w_ocb, y, y_row + ow0 * OC_BN,
                      min(REG_N, ow_len - ow0), icb_len, kh_len, kw_len, x_icb, x_kh, x_kw)
 
+    key = f"r{reg_n}_oc{oc_bn}_ic{ic_bn}_sw{sw}_k{kh_fixed}x{kw_fixed}"
+    return cached_closure(key, parallel=True, fastmath=True)(conv)
+
+
+@cache
+def _pointwise_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int):
+    """The kernel of a pointwise layer (1 x 1, stride 1, no padding), whose output pixels
+    of one channel block are one contiguous run, as are its input pixels: reg_n x oc_bn
+    tiles along the whole H x W plane, and a ``tail`` x oc_bn tile (compiled in) for the
+    plane's last H x W mod reg_n pixels, so no tile computes or reads past the plane.
+
+    Tiles along each row would leave a 7- or 14-wide row to reg_n = 7 or 14 (7 x 16 spills
+    AVX2's 16 ymm) or compute idle accumulators (6 + 6 for 7 pixels).  MobileNet V2's 7 x 7
+    and 14 x 14 projections, 1 thread, warm, Zen 3 host (AVX2): 6 x 16 along the plane ran
+    block_14_project in 169 us where the best row tile (10 x 8 ... 4 x 16) took 255, and
+    ONNX Runtime's NCHW8c 190."""
+    REG_N, OC_BN, IC_BN, TAIL = reg_n, oc_bn, ic_bn, tail
+    W_TAP = ic_bn * oc_bn
+    tile = _tile(reg_n, oc_bn, ic_bn, 1, 1, 1)
+    tail_tile = _tile(max(tail, 1), oc_bn, ic_bn, 1, 1, 1)
+
+    def conv(x, w, y, tiles_per_job):  # pragma: no cover - jitted
+        n_mb, icb_len, h_len, w_len, _ = x.shape
+        ocb_len = w.shape[0]
+        plane = h_len * w_len
+        full = plane // REG_N
+        # the tail, when there is one, is the last job's (alone when full tiles fill them)
+        jobs = -(-(full + (TAIL > 0)) // tiles_per_job)
+        x_icb = plane * IC_BN
+        w_ocb = icb_len * W_TAP
+        for job in numba.prange(n_mb * ocb_len * jobs):
+            n = job // (ocb_len * jobs)
+            ocb = (job // jobs) % ocb_len
+            t0 = (job % jobs) * tiles_per_job
+            x_img = n * icb_len * x_icb
+            y_blk = (n * ocb_len + ocb) * plane * OC_BN
+            for t in range(t0, min(t0 + tiles_per_job, full)):
+                p0 = t * REG_N
+                tile(x, x_img + p0 * IC_BN, w, ocb * w_ocb, y, y_blk + p0 * OC_BN,
+                     REG_N, icb_len, 1, 1, x_icb, 0, 0)
+            if TAIL > 0 and job % jobs == jobs - 1:
+                p0 = full * REG_N
+                tail_tile(x, x_img + p0 * IC_BN, w, ocb * w_ocb, y, y_blk + p0 * OC_BN,
+                          TAIL, icb_len, 1, 1, x_icb, 0, 0)
+
+    key = f"pw_r{reg_n}_oc{oc_bn}_ic{ic_bn}_t{tail}"
     return cached_closure(key, parallel=True, fastmath=True)(conv)
 
 
 class BlockedNCHWc(Prepared):
     """NCHW[ic_bn]c in, NCHW[oc_bn]c out; workspace: the zero-bordered input copy, where
-    the layer needs a border."""
+    the layer needs a border.  A pointwise layer runs :func:`_pointwise_kernel` (tiles
+    along the whole pixel plane), every other layer :func:`_kernel` (tiles along rows)."""
 
     def __init__(self, problem: ConvProblem, w: np.ndarray, ic_bn: int, oc_bn: int,
                  reg_n: int, unroll_ker: bool):
         p = self.p = problem
-        self.ic_bn, self.oc_bn = ic_bn, oc_bn
+        self.ic_bn, self.oc_bn, self.reg_n = ic_bn, oc_bn, reg_n
         self.in_layout, self.out_layout = layouts.blocked_name(ic_bn), layouts.blocked_name(oc_bn)
         self.w = page_aligned(layouts.oihw_to_kcrsxcyk(np.asarray(w, np.float32), ic_bn, oc_bn))
         self.packed_weight_bytes = self.w.nbytes
-        # wide enough for the last reg_n block's reads past the output's right edge
-        ow_padded = -(-p.ow // reg_n) * reg_n
-        wp = max(p.iw + 2 * p.pw, (ow_padded - 1) * p.sw + (p.kw - 1) * (p.dw + 1) + 1)
-        hp = p.ih + 2 * p.ph
-        shape = (p.mb, -(-p.ic // ic_bn), hp, wp, ic_bn)
-        # no border to add (1x1 layers, and any layer without padding whose reg_n runs end
-        # at the row's edge): the kernel reads the caller's input as it is.  The copy it
-        # skips was a quarter of the time of MobileNet V2's 112 x 112 x 32 -> 16 projection
-        # (150.6 -> 115.7 us on the Zen 4 host), less on 1x1 layers with less input per FLOP.
-        self.in_place = (hp, wp) == (p.ih, p.iw)
-        self.xp = None if self.in_place else page_aligned_zeros(shape)
-        self.ic_blocks = shape[1]
+        self.ic_blocks = -(-p.ic // ic_bn)
+        self.pointwise = p.is_pointwise
+        self.xp = None
+        if self.pointwise:
+            self.kernel = _pointwise_kernel(reg_n, oc_bn, ic_bn, (p.oh * p.ow) % reg_n)
+            # about a row of pixels a parallel job, as the row kernel's jobs are
+            self.tiles_per_job = -(-p.ow // reg_n)
+        else:
+            # wide enough for the last reg_n block's reads past the output's right edge
+            ow_padded = -(-p.ow // reg_n) * reg_n
+            wp = max(p.iw + 2 * p.pw, (ow_padded - 1) * p.sw + (p.kw - 1) * (p.dw + 1) + 1)
+            hp = p.ih + 2 * p.ph
+            # no border to add (unpadded layers whose reg_n runs end at the row's edge):
+            # the kernel reads the caller's input as it is.  The copy it skips was a
+            # quarter of the time of MobileNet V2's 112 x 112 x 32 -> 16 projection
+            # (150.6 -> 115.7 us on the Zen 4 host), less on layers with less input per FLOP.
+            if (hp, wp) != (p.ih, p.iw):
+                self.xp = page_aligned_zeros((p.mb, self.ic_blocks, hp, wp, ic_bn))
+            fixed = (p.kh, p.kw) if unroll_ker else (0, 0)
+            self.kernel = _kernel(reg_n, oc_bn, ic_bn, p.sw, *fixed)
+        self.in_place = self.xp is None
         self.workspace_bytes = 0 if self.xp is None else self.xp.nbytes
-        fixed = (p.kh, p.kw) if unroll_ker else (0, 0)
-        self.kernel = _kernel(reg_n, oc_bn, ic_bn, p.sw, *fixed)
         self._transform_seconds: dict[str, float] | None = None
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         p = self.p
         if not (y.flags.c_contiguous and y.dtype == np.float32):
             raise ValueError("y must be a C-contiguous float32 array (the kernel's offsets)")
-        if self.xp is None:
-            if not (x.flags.c_contiguous and x.dtype == np.float32
-                    and x.shape[1:] == (self.ic_blocks, p.ih, p.iw, self.ic_bn)):
-                raise ValueError(f"x must be a C-contiguous float32 {self.in_layout} array "
-                                 f"of {self.ic_blocks} channel blocks (the kernel's offsets)")
-            self.kernel(x, self.w, y, p.sh, p.dh, p.dw)
+        if self.xp is not None:
+            self.xp[:, :, p.ph:p.ph + p.ih, p.pw:p.pw + p.iw] = x
+            self.kernel(self.xp, self.w, y, p.sh, p.dh, p.dw)
             return
-        self.xp[:, :, p.ph:p.ph + p.ih, p.pw:p.pw + p.iw] = x
-        self.kernel(self.xp, self.w, y, p.sh, p.dh, p.dw)
+        if not (x.flags.c_contiguous and x.dtype == np.float32
+                and x.shape[1:] == (self.ic_blocks, p.ih, p.iw, self.ic_bn)):
+            raise ValueError(f"x must be a C-contiguous float32 {self.in_layout} array "
+                             f"of {self.ic_blocks} channel blocks (the kernel's offsets)")
+        if self.pointwise:
+            self.kernel(x, self.w, y, self.tiles_per_job)
+        else:
+            self.kernel(x, self.w, y, p.sh, p.dh, p.dw)
 
     def hot_kernels(self) -> tuple[object, ...]:
         return (self.kernel,)
@@ -200,7 +271,8 @@ class BlockedNCHWc(Prepared):
         if self._transform_seconds is None:   # measured on first request, never in run
             self._transform_seconds = layout_transform_seconds(self.p, self.ic_bn, self.oc_bn)
         return {**self._transform_seconds, "ic_blocks": self.ic_blocks,
-                "input_copied": not self.in_place}
+                "input_copied": not self.in_place, "tiles_along": (
+                    "plane" if self.pointwise else "rows")}
 
 
 def layout_transform_seconds(problem: ConvProblem, ic_bn: int, oc_bn: int,
@@ -249,6 +321,11 @@ def _distance(params: Mapping[str, ParamValue]) -> float:
             + abs(np.log2(int(params["oc_bn"]) / DEFAULT_OC_BN)))
 
 
+def _tiled_width(problem: ConvProblem) -> int:
+    """The run of output pixels the kernel tiles: a row, or a pointwise layer's plane."""
+    return problem.oh * problem.ow if problem.is_pointwise else problem.ow
+
+
 def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
     """NeoCPU's local search space for one layer (seed 002, section 3.3.1), pruned and
     capped at :data:`SPACE_CAP` candidates:
@@ -257,6 +334,8 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
       channels that are whole vector registers (multiples of :data:`LANES`; all factors when
       none is), reg_n among the factors of the output width (a factor leaves no
       zero-padded block and no idle accumulator), each within its :class:`Param`'s bounds;
+      on a pointwise layer, whose tiles run along the H x W plane with a tail tile of their
+      own, among the factors of H x W and the sweep grid's REG_N;
       unroll_ker both ways;
     - register tiles that do not fit the register file dropped (:func:`_applies`), and
       those with fewer than :data:`MIN_CHAINS` accumulators where the layer has a tile
@@ -276,7 +355,10 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
     ic_bns = _factors(problem.ic, "ic_bn")
     oc_factors = _factors(problem.oc, "oc_bn")
     oc_bns = [f for f in oc_factors if f % LANES == 0] or oc_factors
-    reg_ns = _factors(problem.ow, "reg_n")
+    width = _tiled_width(problem)
+    reg_ns = _factors(width, "reg_n")
+    if problem.is_pointwise:   # the plane's remainder has a tile of its own
+        reg_ns = sorted({*reg_ns, *(r for r in REG_N if r <= width)})
     unroll = ALGORITHMS[0].param("unroll_ker")
     unrolls = [v for v in (False, True) if unroll.rejects(v) is None]
 
@@ -290,7 +372,7 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
              for u in unrolls for i in ic_bns for r, o in tiles]
     grid = [{"ic_bn": i, "oc_bn": o, "reg_n": r, "unroll_ker": u}
             for i in IC_BN for o in OC_BN for r in REG_N for u in UNROLL_KER
-            if r <= problem.ow and fits(r, o)]
+            if r <= width and fits(r, o)]
     kept = [default, *grid]   # the default fits: 7 x 32 is 14 accumulators
     rest = sorted((c for c in found if c not in kept),
                   key=lambda c: (c["unroll_ker"], _distance(c),

@@ -162,3 +162,60 @@ def test_the_stem_runs_its_input_channels_as_one_block_in_the_sweep_grid():
     variant = next(v for v, skip in registry.variants(stem, ("nchwc",)) if skip is None)
     verdict, _ = verify(stem, variant, Reference(stem, x, w), x, w)
     assert verdict.status == "ok", verdict.reason
+
+
+@pytest.mark.parametrize(("mb", "oh", "ow", "reg_n", "ic_bn", "oc_bn"), [
+    (2, 7, 7, 6, 8, 16),    # 8 full tiles; the 1-pixel tail is a job of its own
+    (1, 5, 6, 4, 16, 8),    # 7 full tiles; the 2-pixel tail shares the last job
+    (1, 7, 7, 7, 4, 32),    # the plane a multiple of reg_n: no tail
+    (3, 2, 3, 8, 8, 8),     # a plane smaller than one tile: the tail alone
+])
+def test_pointwise_layers_tile_the_plane(mb, oh, ow, reg_n, ic_bn, oc_bn):
+    """A 1x1 stride-1 unpadded layer runs tiles along the H x W plane and a tail tile for
+    its remainder, in place; channels not multiples of the blocks are padded as elsewhere."""
+    p = ConvProblem.make(mb=mb, ic=21, oc=37, ih=oh, iw=ow, kh=1, kw=1)
+    prepared = nchwc.BlockedNCHWc(p, make_inputs(p, 1)[1], ic_bn, oc_bn, reg_n, False)
+    report, y = _run(p, prepared=prepared)
+    assert report.passed, report.reason
+    assert np.all(np.isfinite(y))
+    info = prepared.info()
+    assert info["tiles_along"] == "plane" and info["input_copied"] is False
+    assert prepared.workspace_bytes == 0
+
+
+@pytest.mark.parametrize("fields", [{"sh": 2, "sw": 2}, {"ph": 1, "pw": 1}, {"kh": 3, "kw": 3}])
+def test_other_layers_tile_rows(fields):
+    """Strided, padded or wider kernels keep the row tiles (their pixels are not one run)."""
+    p = ConvProblem.make(mb=1, ic=16, oc=16, ih=9, iw=9, **{"kh": 1, "kw": 1, **fields})
+    prepared = nchwc.BlockedNCHWc(p, make_inputs(p, 1)[1], 16, 16, 4, False)
+    report, _ = _run(p, prepared=prepared)
+    assert report.passed, report.reason
+    assert prepared.info()["tiles_along"] == "rows"
+
+
+def test_pointwise_kernel_has_packed_fmas_and_no_spill():
+    """The plane kernel's hot loop is the same register tile: packed FMAs, one per
+    accumulator vector per input channel, and no vector on the stack."""
+    reg_n, oc_bn = nchwc.DEFAULT_REG_N, nchwc.DEFAULT_OC_BN
+    p = ConvProblem.make(ic=32, oc=oc_bn, ih=7, iw=7, kh=1, kw=1)
+    prepared = nchwc.BlockedNCHWc(p, make_inputs(p, 1)[1], 16, oc_bn, reg_n, False)
+    report, _ = _run(p, prepared=prepared)
+    assert report.passed
+    (profile,) = kernel_profiles(prepared)
+    assert profile.profile.vectorised and profile.profile.scalar_fma == 0, profile
+    if host.detect_cpu().arch == "x86_64":
+        fmas, stack = hot_block_spills(dispatcher_asm(prepared.kernel))
+        assert fmas >= reg_n * nchwc.REGISTERS.vectors(oc_bn) and stack == 0, (fmas, stack)
+
+
+def test_pointwise_tuning_space_takes_tiles_that_do_not_divide_the_row():
+    """A 7 x 7 pointwise layer's reg_n runs past the row (its tiles run along the plane,
+    with a tail tile) and is not held to the factors of 7 with every block size; a 7 x 7
+    3x3 layer's reg_n stays within the row."""
+    pointwise = ConvProblem.make(ic=64, oc=64, ih=7, iw=7, kh=1, kw=1)
+    three = ConvProblem.make(ic=64, oc=64, ih=7, iw=7, kh=3, kw=3, ph=1, pw=1)
+    space = nchwc.tuning_space(pointwise)
+    assert max(c["reg_n"] for c in space) > 7
+    assert max(c["reg_n"] for c in nchwc.tuning_space(three)) <= 7
+    # beyond the sweep grid's tiles: a non-factor reg_n with a block size the grid lacks
+    assert any(c["reg_n"] not in (1, 7) and c["ic_bn"] not in nchwc.IC_BN for c in space)
