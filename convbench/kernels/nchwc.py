@@ -383,15 +383,26 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
 
 
 def layer_domains(problem: ConvProblem) -> dict[str, tuple[ParamValue, ...]]:
-    """The sweep grid's ic_bn for one layer: a layer with fewer input channels than the
-    smallest IC_BN block runs them as one block (NeoCPU's first layer: ic_bn = 3).  With
-    IC_BN's blocks the stem pads 3 channels to 8 or 16 and computes 2.7-5.3x the
-    multiply-adds: ResNet-50's conv1 (2 threads, Zen 3 host) ran best as spatial_pack, 3.74 ms
-    against ONNX Runtime's 2.11, while the tuner's ic_bn = 1 and 3 ran it in 1.85-1.91 ms
-    (cold weights)."""
+    """The sweep grid's blocks for one layer where OC_BN / IC_BN fit it badly:
+
+    - a layer with fewer input channels than the smallest IC_BN block runs them as one
+      block (NeoCPU's first layer: ic_bn = 3).  With IC_BN's blocks the stem pads 3
+      channels to 8 or 16 and computes 2.7-5.3x the multiply-adds: ResNet-50's conv1 (2
+      threads, Zen 3 host) ran best as spatial_pack, 3.74 ms against ONNX Runtime's 2.11,
+      while the tuner's ic_bn = 1 and 3 ran it in 1.85-1.91 ms (cold weights);
+    - a layer whose output channels are at most three whole registers, neither in OC_BN nor
+      a multiple of its widest block, also sweeps oc_bn = OC: MobileNet V2's 24-channel
+      projections on AVX2 otherwise pad 24 to 16 x 2 or run rows of one register, each
+      broadcast feeding one FMA (block_1_project, 1 thread, Zen 3 host: 0.82 of ONNX
+      Runtime's NCHW8c at the grid's best; 4 x 24, each broadcast feeding three FMAs,
+      1.14 in one process)."""
+    domains: dict[str, tuple[ParamValue, ...]] = {}
     if problem.ic < min(IC_BN):
-        return {"ic_bn": (problem.ic,)}
-    return {}
+        domains["ic_bn"] = (problem.ic,)
+    oc = problem.oc
+    if oc % LANES == 0 and oc % max(OC_BN) and oc not in OC_BN and oc <= 3 * LANES:
+        domains["oc_bn"] = (*OC_BN, oc)
+    return domains
 
 
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,

@@ -219,3 +219,23 @@ def test_pointwise_tuning_space_takes_tiles_that_do_not_divide_the_row():
     assert max(c["reg_n"] for c in nchwc.tuning_space(three)) <= 7
     # beyond the sweep grid's tiles: a non-factor reg_n with a block size the grid lacks
     assert any(c["reg_n"] not in (1, 7) and c["ic_bn"] not in nchwc.IC_BN for c in space)
+
+
+def test_an_output_of_three_registers_is_one_block_in_the_sweep_grid():
+    """OC = 3 registers (24 on AVX2, 48 on zmm, 12 on NEON), no multiple of OC_BN's widest
+    block: the grid also sweeps oc_bn = OC, whose fitting tiles compute correctly; a layer
+    whose channels OC_BN divides keeps OC_BN."""
+    oc = 3 * nchwc.LANES
+    p = ConvProblem.make(mb=1, ic=16, oc=oc, ih=6, iw=6, kh=1, kw=1)
+    wide = p.replace(oc=max(nchwc.OC_BN) * 2)
+
+    def variants(problem):
+        return [(v, skip) for v, skip in registry.variants(problem, ("nchwc",))]
+
+    assert {v.param_dict["oc_bn"] for v, _ in variants(p)} == {*nchwc.OC_BN, oc}
+    assert {v.param_dict["oc_bn"] for v, _ in variants(wide)} == set(nchwc.OC_BN)
+    runnable = [v for v, skip in variants(p) if skip is None and v.param_dict["oc_bn"] == oc]
+    assert runnable
+    x, w = make_inputs(p, seed=2)
+    verdict, _ = verify(p, runnable[0], Reference(p, x, w), x, w)
+    assert verdict.status == "ok", verdict.reason
