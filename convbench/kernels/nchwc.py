@@ -102,6 +102,11 @@ REG_N_BOUND = host.ZMM.accumulators
 SPACE_CAP = 100
 
 
+def _key(rows: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int) -> str:
+    """The compile-time constants of a tile and of the row kernel around it, as a name."""
+    return f"r{rows}_oc{oc_bn}_ic{ic_bn}_sw{sw}_k{kh_fixed}x{kw_fixed}"
+
+
 @cache
 def _tile(rows: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int):
     """One rows x oc_bn output tile: sum over ic blocks, kernel taps and the ic_bn channels
@@ -129,7 +134,7 @@ def _tile(rows: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: i
                         tile_fma(acc, xp, xb + ic, X_STEP, w, wb + ic * OC_BN, ROWS, OC_BN)
         tile_store(acc, y, y0, OC_BN, valid, ROWS, OC_BN, False)
 
-    return cached_closure(f"r{rows}_oc{oc_bn}_ic{ic_bn}_sw{sw}_k{kh_fixed}x{kw_fixed}",
+    return cached_closure(_key(rows, oc_bn, ic_bn, sw, kh_fixed, kw_fixed),
                           fastmath=True)(tile)
 
 
@@ -138,10 +143,9 @@ def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed
     """The kernel with the tile (reg_n x oc_bn), ic_bn, the width stride and, when
     unrolled, the kernel size compiled in (kh_fixed = kw_fixed = 0: runtime loops): tiles
     along each output row, the last one computed in full past the row's edge."""
-    REG_N, IC_BN = reg_n, ic_bn
+    REG_N, OC_BN, IC_BN = reg_n, oc_bn, ic_bn
     X_STEP = sw * ic_bn
     W_TAP = ic_bn * oc_bn
-    OC_BN = oc_bn
     tile = _tile(reg_n, oc_bn, ic_bn, sw, kh_fixed, kw_fixed)
 
     def conv(xp, w, y, sh, dh, dw):  # pragma: no cover - jitted
@@ -162,8 +166,8 @@ def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed
                 tile(xp, x_row + ow0 * X_STEP, w, ocb * w_ocb, y, y_row + ow0 * OC_BN,
                      min(REG_N, ow_len - ow0), icb_len, kh_len, kw_len, x_icb, x_kh, x_kw)
 
-    key = f"r{reg_n}_oc{oc_bn}_ic{ic_bn}_sw{sw}_k{kh_fixed}x{kw_fixed}"
-    return cached_closure(key, parallel=True, fastmath=True)(conv)
+    return cached_closure(_key(reg_n, oc_bn, ic_bn, sw, kh_fixed, kw_fixed),
+                          parallel=True, fastmath=True)(conv)
 
 
 @cache
@@ -182,7 +186,8 @@ def _pointwise_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int):
     REG_N, OC_BN, IC_BN, TAIL = reg_n, oc_bn, ic_bn, tail
     W_TAP = ic_bn * oc_bn
     tile = _tile(reg_n, oc_bn, ic_bn, 1, 1, 1)
-    tail_tile = _tile(max(tail, 1), oc_bn, ic_bn, 1, 1, 1)
+    # no tail: the full tile stands in (never called), so no unused tile is compiled
+    tail_tile = _tile(tail, oc_bn, ic_bn, 1, 1, 1) if tail else tile
 
     def conv(x, w, y, tiles_per_job):  # pragma: no cover - jitted
         n_mb, icb_len, h_len, w_len, _ = x.shape
