@@ -108,7 +108,7 @@ def test_the_field_keeps_the_whole_halving_within_a_fifth(n):
 def test_a_prior_from_another_layer_measures_only_its_best_ranked(tuned, tmp_path):
     """Another 1x1 layer tuned with --prior: round 0 measures the three candidates the
     prior ranks first (field_size(6)) and, where those lack NCHW or NHWC, the best-ranked
-    of that layout; the final round the best of them."""
+    of that layout; then halves them as any field."""
     from convbench.kernels import registry
 
     suite = tmp_path / "other.yaml"
@@ -132,8 +132,12 @@ def test_a_prior_from_another_layer_measures_only_its_best_ranked(tuned, tmp_pat
     assert {layouts[i] for i in field} >= {("nchw", "nchw"), ("nhwc", "nhwc")}
     assert (group.candidates, group.field) == (6, len(field))
     assert f"the prior's best {len(field)} measured" in group.line()
-    assert group.measured == len(field) + 1
-    assert [r["final"] for r in found] == [False] * len(field) + [True]
+    # the cover adds up to two to the prior's three (how many, the tuned layer's noisy
+    # ranking decides), so the final round is one or two of them
+    rounds = schedule.sizes(len(field))
+    assert group.measured == sum(rounds) == len(found)
+    assert [r["final"] for r in found] == [False] * (sum(rounds) - rounds[-1]) + \
+        [True] * rounds[-1]
 
 
 def test_the_cover_adds_the_best_ranked_of_each_missing_layout():
