@@ -134,10 +134,9 @@ def test_a_prior_from_another_layer_measures_only_its_best_ranked(tuned, tmp_pat
     assert f"the prior's best {len(field)} measured" in group.line()
     # the cover adds up to two to the prior's three (how many, the tuned layer's noisy
     # ranking decides), so the final round is one or two of them
-    rounds = schedule.sizes(len(field))
-    assert group.measured == sum(rounds) == len(found)
-    assert [r["final"] for r in found] == [False] * (sum(rounds) - rounds[-1]) + \
-        [True] * rounds[-1]
+    measured, final = schedule.measurements_for(len(field)), schedule.sizes(len(field))[-1]
+    assert group.measured == measured == len(found)
+    assert [r["final"] for r in found] == [False] * (measured - final) + [True] * final
 
 
 def test_the_cover_adds_the_best_ranked_of_each_missing_layout():
