@@ -13,8 +13,13 @@ tile columns); each needs an alpha x alpha input tile, alpha = m + 2.  Per block
 3. output transform, numba, fused: y[tile] = A^T M A, clipped at the output's edge.
 
 U = G g G^T is computed (and for ``gemm=own`` packed) once in build (the harness times it
-as preparation).  Both numba transforms vectorise over channels (contiguous in NHWC) and
-thread over tiles.
+as preparation).  Both transforms run over channels (contiguous in NHWC) in runs of 16,
+with B^T and A^T compiled in as constants (:mod:`convbench.kernels.winograd_lanes`: each
+input and output vector touches memory once, zero entries cost nothing), and thread over
+tiles.  On the Zen 3 host (1 thread, fused, F(4x4)) that took VGG-16's conv1_2 (IC = 64,
+where the transforms weigh most against the K = 64 GEMMs) from 22.0-23.4 to 16.3-17.5 ms
+(fastest of three runs each, the row-by-row numba loops before it accumulated through
+memory); 256 x 56 x 56 and deeper layers, GEMM-bound, moved within the host's noise.
 
 ``schedule``: ``staged`` runs the three steps above one after another per block, the
 threads splitting each step (three parallel regions per block, the input first copied into
@@ -41,6 +46,7 @@ as a plain read of 37.7 MB in the same process (0.96 ms, 39 GB/s; STREAM triad f
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
 
 import numba
@@ -68,6 +74,8 @@ from convbench.kernels.gemm import (
     micro_kernels,
     tile_unfit,
 )
+from convbench.kernels.winograd_lanes import digest as lane_digest
+from convbench.kernels.winograd_lanes import lane_transform
 from convbench.kernels.winograd_transforms import TRANSFORMS, Transform
 from convbench.spec.problem import ConvProblem
 
@@ -137,17 +145,6 @@ ERROR_GROWTH = {2: 16.0, 4: 64.0}
 
 
 @numba.njit(inline="always")
-def _accumulate(dst, src, coef, first):  # pragma: no cover - jitted
-    """dst (+)= coef * src over a channel vector; ``first`` overwrites instead of adding."""
-    if first:
-        for c in range(dst.shape[0]):
-            dst[c] = coef * src[c]
-    else:
-        for c in range(dst.shape[0]):
-            dst[c] += coef * src[c]
-
-
-@numba.njit(inline="always")
 def _tile_origin(tile, tiles_h, tiles_w, m):  # pragma: no cover - jitted
     per_image = tiles_h * tiles_w
     n = tile // per_image
@@ -155,68 +152,123 @@ def _tile_origin(tile, tiles_h, tiles_w, m):  # pragma: no cover - jitted
     return n, (rem // tiles_w) * m, (rem % tiles_w) * m
 
 
-@numba.njit(inline="always")
-def _input_tile(xp, bt, v, row, n, h0, w0, tmp):  # pragma: no cover - jitted
-    """v[a*alpha + b, row, :] = (B^T d B)[a, b], d the input tile at xp[n, h0:, w0:];
-    tmp: alpha x alpha x C scratch for B^T d."""
-    alpha = bt.shape[0]
-    for a in range(alpha):
-        for j in range(alpha):
-            first = True
-            for k in range(alpha):
-                if bt[a, k] != 0.0:
-                    _accumulate(tmp[a, j], xp[n, h0 + k, w0 + j], bt[a, k], first)
-                    first = False
-    for a in range(alpha):
-        for b in range(alpha):
-            first = True
-            for j in range(alpha):
-                if bt[b, j] != 0.0:
-                    _accumulate(v[a * alpha + b, row], tmp[a, j], bt[b, j], first)
-                    first = False
+# Channels per run of the tile transforms: a 64-byte cache line of floats (one zmm, two
+# ymm).  A tile's 36 rows of V (and of M) lie a block's rows x C x 4 bytes apart (16 KB in
+# ResNet-50's res3 at 16 tiles a block), all in one L1 set; in runs of one ymm each line was
+# written in halves with 35 other lines between, and res3's 256 x 56 x 56 ran 5-8% slower
+# than the row-by-row loops it replaced (Zen 3 host, 1 thread).
+RUN_LANES = 16
 
 
-@numba.njit(inline="always")
-def _output_tile(mm, at, y, row, n, h0, w0, tmp):  # pragma: no cover - jitted
-    """y[n, h0:, w0:] = A^T M A of M = mm[:, row], clipped at the output's edge;
-    tmp: m x alpha x OC scratch for A^T M."""
-    m, alpha = at.shape
-    for a in range(m):
-        for j in range(alpha):
-            first = True
-            for i in range(alpha):
-                if at[a, i] != 0.0:
-                    _accumulate(tmp[a, j], mm[i * alpha + j, row], at[a, i], first)
-                    first = False
-    for a in range(min(m, y.shape[1] - h0)):
-        for b in range(min(m, y.shape[2] - w0)):
-            first = True
-            for j in range(alpha):
-                if at[b, j] != 0.0:
-                    _accumulate(y[n, h0 + a, w0 + b], tmp[a, j], at[b, j], first)
-                    first = False
+@dataclass(frozen=True)
+class TileKernels:
+    """One transform's compiled tile steps (:func:`tile_kernels`)."""
+
+    key: str                 # names the compiled code: F(m) and a digest of B^T and A^T
+    scratch: int             # floats of the ``tmp`` a tile step needs (alpha^2 x lanes)
+    input_tile: object       # (xp, v, row, n, h0, w0, tmp): one tile's B^T d B into v
+    output_tile: object      # (mm, y, row, n, h0, w0, tmp): one tile's A^T M A into y
+    input_transform: object  # staged: a block's input tiles, threaded
+    output_transform: object  # staged: a block's output tiles, threaded
 
 
-@numba.njit(parallel=True, fastmath=True, cache=True)
-def _input_transform(xp, bt, v, t0, nt, tiles_h, tiles_w, m, n_chunks):  # pragma: no cover - jitted
-    """v[:, t, :] = B^T d B for tiles t0 .. t0+nt of the padded input xp."""
-    alpha = bt.shape[0]
-    for chunk in numba.prange(n_chunks):
-        tmp = np.empty((alpha, alpha, xp.shape[3]), np.float32)   # B^T d, one per thread
-        for t in range(chunk, nt, n_chunks):
-            n, h0, w0 = _tile_origin(t0 + t, tiles_h, tiles_w, m)
-            _input_tile(xp, bt, v, t, n, h0, w0, tmp)
+def tile_kernels(transform: Transform) -> TileKernels:
+    """The tile steps of ``transform``, its matrices compiled in as constants."""
+    bt, at = (np.ascontiguousarray(a, np.float32) for a in (transform.bt, transform.at))
+    return _tile_kernels(transform.m, transform.alpha, bt.tobytes(), at.tobytes())
 
 
-@numba.njit(parallel=True, fastmath=True, cache=True)
-def _output_transform(mm, at, y, t0, nt, tiles_h, tiles_w, n_chunks):  # pragma: no cover - jitted
-    """y[tile] = A^T M A for tiles t0 .. t0+nt, dropping the part past the output's edge."""
-    m, alpha = at.shape
-    for chunk in numba.prange(n_chunks):
-        tmp = np.empty((m, alpha, y.shape[3]), np.float32)   # A^T M, one per thread
-        for t in range(chunk, nt, n_chunks):
-            n, h0, w0 = _tile_origin(t0 + t, tiles_h, tiles_w, m)
-            _output_tile(mm, at, y, t, n, h0, w0, tmp)
+def _lane_tiles(key: str, m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes, lanes: int):
+    """A tile's input and output transforms over channels in runs of ``lanes``: the 1-D
+    transform down each column into ``tmp``, then along each row of ``tmp`` (B^T d B as
+    (B^T d) B).  The last run ends at the channel count and may overlap the one before:
+    it recomputes the same values, so no tail loop is needed.  ``tmp`` holds one run
+    (alpha x alpha x lanes, 1.1 KB in ymm runs): as alpha x alpha x C, its rows were C x 4
+    bytes apart, 1 KB at C = 256, and its 36 rows fell into 4 of the L1's 64 sets."""
+    b_apply = lane_transform(bt_bytes, alpha, alpha)
+    a_apply = lane_transform(at_bytes, m, alpha)
+    ALPHA, M, LANES = alpha, m, lanes
+
+    @cached_closure(f"{key}_{lanes}", inline="always")
+    def input_tile(xp, v, row, n, h0, w0, tmp):  # pragma: no cover - jitted
+        """v[a*alpha + b, row, :] = (B^T d B)[a, b], d the input tile at xp[n, h0:, w0:];
+        tmp: scratch for one run of B^T d."""
+        c_n = xp.shape[3]
+        s0, s1, s2 = xp.strides[0] // 4, xp.strides[1] // 4, xp.strides[2] // 4
+        v0, v1 = v.strides[0] // 4, v.strides[1] // 4
+        corner = n * s0 + h0 * s1 + w0 * s2
+        for run in range(-(-c_n // LANES)):
+            c0 = min(run * LANES, c_n - LANES)
+            for j in range(ALPHA):
+                b_apply(xp, corner + j * s2 + c0, s1, tmp, j * LANES, ALPHA * LANES, ALPHA,
+                        LANES)
+            for a in range(ALPHA):
+                b_apply(tmp, a * ALPHA * LANES, LANES, v, a * ALPHA * v0 + row * v1 + c0, v0,
+                        ALPHA, LANES)
+
+    @cached_closure(f"{key}_{lanes}", inline="always")
+    def output_tile(mm, y, row, n, h0, w0, tmp):  # pragma: no cover - jitted
+        """y[n, h0:, w0:] = A^T M A of M = mm[:, row], clipped at the output's edge;
+        tmp: scratch for one run of A^T M."""
+        c_n = y.shape[3]
+        m0, m1 = mm.strides[0] // 4, mm.strides[1] // 4
+        y0, y1, y2 = y.strides[0] // 4, y.strides[1] // 4, y.strides[2] // 4
+        rows, cols = min(M, y.shape[1] - h0), min(M, y.shape[2] - w0)
+        for run in range(-(-c_n // LANES)):
+            c0 = min(run * LANES, c_n - LANES)
+            for j in range(ALPHA):
+                a_apply(mm, j * m0 + row * m1 + c0, ALPHA * m0, tmp, j * LANES, ALPHA * LANES,
+                        M, LANES)
+            for a in range(rows):
+                a_apply(tmp, a * ALPHA * LANES, LANES, y, n * y0 + (h0 + a) * y1 + w0 * y2 + c0,
+                        y2, cols, LANES)
+
+    return input_tile, output_tile
+
+
+@cache
+def _tile_kernels(m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes) -> TileKernels:
+    key = f"f{m}_{lane_digest(bt_bytes, at_bytes)}"
+    vec_in, vec_out = _lane_tiles(key, m, alpha, bt_bytes, at_bytes, RUN_LANES)
+    # fewer channels than a run (VGG-16's conv1_1, IC = 3): one at a time
+    one_in, one_out = _lane_tiles(key, m, alpha, bt_bytes, at_bytes, 1)
+    LANES = RUN_LANES
+
+    @cached_closure(key, inline="always")
+    def input_tile(xp, v, row, n, h0, w0, tmp):  # pragma: no cover - jitted
+        if xp.shape[3] >= LANES:
+            vec_in(xp, v, row, n, h0, w0, tmp)
+        else:
+            one_in(xp, v, row, n, h0, w0, tmp)
+
+    @cached_closure(key, inline="always")
+    def output_tile(mm, y, row, n, h0, w0, tmp):  # pragma: no cover - jitted
+        if y.shape[3] >= LANES:
+            vec_out(mm, y, row, n, h0, w0, tmp)
+        else:
+            one_out(mm, y, row, n, h0, w0, tmp)
+
+    M, SCRATCH = m, alpha * alpha * LANES
+
+    @cached_closure(key, parallel=True)
+    def input_transform(xp, v, t0, nt, tiles_h, tiles_w, n_chunks):  # pragma: no cover
+        """v[:, t, :] = B^T d B for tiles t0 .. t0+nt of the padded input xp."""
+        for chunk in numba.prange(n_chunks):
+            tmp = np.empty(SCRATCH, np.float32)   # B^T d, one per thread
+            for t in range(chunk, nt, n_chunks):
+                n, h0, w0 = _tile_origin(t0 + t, tiles_h, tiles_w, M)
+                input_tile(xp, v, t, n, h0, w0, tmp)
+
+    @cached_closure(key, parallel=True)
+    def output_transform(mm, y, t0, nt, tiles_h, tiles_w, n_chunks):  # pragma: no cover
+        """y[tile] = A^T M A for tiles t0 .. t0+nt, dropping the part past the output's edge."""
+        for chunk in numba.prange(n_chunks):
+            tmp = np.empty(SCRATCH, np.float32)   # A^T M, one per thread
+            for t in range(chunk, nt, n_chunks):
+                n, h0, w0 = _tile_origin(t0 + t, tiles_h, tiles_w, M)
+                output_tile(mm, y, t, n, h0, w0, tmp)
+
+    return TileKernels(key, SCRATCH, input_tile, output_tile, input_transform, output_transform)
 
 
 @numba.njit(inline="always")
@@ -234,29 +286,28 @@ def _edge_tile(x, n, hi, wi, edge):  # pragma: no cover - jitted
 
 
 @cache
-def fused_pipeline(mr: int, nr: int):
+def fused_pipeline(mr: int, nr: int, tiles: TileKernels):
     """The fused schedule for gemm=own's MR x NR micro-tile: each thread takes whole tile
     blocks through input transform, the alpha^2 GEMMs and output transform, in V and M
     buffers of its own, with one parallel region per call (the staged schedule opens three
     per block and joins the threads after each), reading the input in place (the staged
     schedule first copies it into a zero-bordered buffer, one thread)."""
     batched_task = micro_kernels(mr, nr).batched_task
+    input_tile, output_tile, SCRATCH = tiles.input_tile, tiles.output_tile, tiles.scratch
 
-    @cached_closure(f"{mr}x{nr}", parallel=True, fastmath=True)
-    def fused(x, ph, pw, bt, at, bp, v, rows, mm, y, n_tiles, block, tiles_h, tiles_w,
+    @cached_closure(f"{mr}x{nr}_{tiles.key}", parallel=True, fastmath=True)
+    def fused(x, ph, pw, alpha, m, bp, v, rows, mm, y, n_tiles, block, tiles_h, tiles_w,
               n_chunks):  # pragma: no cover - jitted
         """x: the unpadded NHWC input (a tile reaching into the zero border is copied into
         a zero-filled scratch tile first); v: (chunks, alpha^2, >= ceil(block / MR) * MR,
         IC), mm: (chunks, alpha^2, block, OC), one per chunk; bp: U in panels (alpha^2,
         OC / NR, IC, NR)."""
-        alpha, m = bt.shape[0], at.shape[0]
         ih, iw, ic = x.shape[1], x.shape[2], x.shape[3]
         batch, n_jp = bp.shape[0], bp.shape[1]
         n_blocks = (n_tiles + block - 1) // block
         for chunk in numba.prange(n_chunks):
             edge = np.empty((1, alpha, alpha, ic), np.float32)
-            tmp_in = np.empty((alpha, alpha, ic), np.float32)
-            tmp_out = np.empty((m, alpha, y.shape[3]), np.float32)
+            tmp = np.empty(SCRATCH, np.float32)
             vc, mc = v[chunk], mm[chunk]
             for blk in range(chunk, n_blocks, n_chunks):
                 t0 = blk * block
@@ -265,16 +316,16 @@ def fused_pipeline(mr: int, nr: int):
                     n, h0, w0 = _tile_origin(t0 + t, tiles_h, tiles_w, m)
                     hi, wi = h0 - ph, w0 - pw   # the tile's corner in x
                     if hi >= 0 and wi >= 0 and hi + alpha <= ih and wi + alpha <= iw:
-                        _input_tile(x, bt, vc, t, n, hi, wi, tmp_in)
+                        input_tile(x, vc, t, n, hi, wi, tmp)
                     else:
                         _edge_tile(x, n, hi, wi, edge)
-                        _input_tile(edge, bt, vc, t, 0, 0, 0, tmp_in)
+                        input_tile(edge, vc, t, 0, 0, 0, tmp)
                 for b in range(batch):
                     for jp in range(n_jp):
                         batched_task(vc, rows, nt, bp, mc, b, jp)
                 for t in range(nt):
                     n, h0, w0 = _tile_origin(t0 + t, tiles_h, tiles_w, m)
-                    _output_tile(mc, at, y, t, n, h0, w0, tmp_out)
+                    output_tile(mc, y, t, n, h0, w0, tmp)
 
     return fused
 
@@ -309,8 +360,7 @@ class WinogradNHWC(Prepared):
             self.u = self.blocking.pack_b_batch(np.ascontiguousarray(u, np.float32))
         else:
             self.u = page_aligned(np.asarray(u, dtype=np.float32))
-        self.bt = page_aligned(np.asarray(t.bt, dtype=np.float32))
-        self.at = page_aligned(np.asarray(t.at, dtype=np.float32))
+        self.tiles = tile_kernels(t)
         # Zero border written once; run() only refreshes the interior (staged only: the
         # fused schedule reads x in place).
         xp_shape = (p.mb, self.tiles_h * m + 2, self.tiles_w * m + 2, p.ic)
@@ -322,7 +372,7 @@ class WinogradNHWC(Prepared):
         self.rows = (np.arange(v_rows, dtype=np.int64) * p.ic).reshape(v_rows, 1)
         if schedule == FUSED:   # a V and an M per thread that can get a block
             chunks = min(numba.config.NUMBA_NUM_THREADS, -(-self.n_tiles // self.tile_block))
-            self.fused = fused_pipeline(self.blocking.MR, self.blocking.NR)
+            self.fused = fused_pipeline(self.blocking.MR, self.blocking.NR, self.tiles)
             self.v = page_aligned_zeros((chunks, alpha * alpha, v_rows, p.ic))
             self.mm = page_aligned_empty((chunks, alpha * alpha, self.tile_block, p.oc))
         else:
@@ -335,28 +385,33 @@ class WinogradNHWC(Prepared):
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         p = self.p
+        # the tile transforms load and store runs of channels as whole vectors
+        x = x if x.strides[3] == x.itemsize else np.ascontiguousarray(x)
+        if y.strides[3] != y.itemsize:
+            raise ValueError("Winograd writes runs of channels: y's channels must be adjacent")
         if self.schedule == FUSED:
             chunks = min(self.v.shape[0], numba.get_num_threads())
-            self.fused(x, p.ph, p.pw, self.bt, self.at, self.u, self.v, self.rows, self.mm, y,
+            t = self.transform
+            self.fused(x, p.ph, p.pw, t.alpha, t.m, self.u, self.v, self.rows, self.mm, y,
                        self.n_tiles, self.tile_block, self.tiles_h, self.tiles_w, chunks)
             return
         self.xp[:, p.ph:p.ph + p.ih, p.pw:p.pw + p.iw] = x
         for t0 in range(0, self.n_tiles, self.tile_block):
             nt = min(self.tile_block, self.n_tiles - t0)
             chunks = min(nt, numba.get_num_threads())   # one scratch tile per thread
-            _input_transform(self.xp, self.bt, self.v, t0, nt, self.tiles_h, self.tiles_w,
-                             self.transform.m, chunks)
+            self.tiles.input_transform(self.xp, self.v, t0, nt, self.tiles_h, self.tiles_w,
+                                       chunks)
             if self.gemm == "own":
                 self.blocking.kernels.batched(self.v, self.rows, nt, self.u, self.mm)
             else:
                 np.matmul(self.v[:, :nt], self.u, out=self.mm[:, :nt])
-            _output_transform(self.mm, self.at, y, t0, nt, self.tiles_h, self.tiles_w, chunks)
+            self.tiles.output_transform(self.mm, y, t0, nt, self.tiles_h, self.tiles_w, chunks)
 
     def hot_kernels(self) -> tuple[object, ...]:
         if self.schedule == FUSED:
             return (self.fused,)
         gemm = (self.blocking.kernels.batched,) if self.gemm == "own" else ()
-        return (_input_transform, *gemm, _output_transform)
+        return (self.tiles.input_transform, *gemm, self.tiles.output_transform)
 
     def info(self) -> dict[str, ParamValue]:
         m, alpha = self.transform.m, self.transform.alpha
