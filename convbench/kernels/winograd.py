@@ -183,8 +183,8 @@ def _lane_tiles(key: str, m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes, 
     transform down each column into ``tmp``, then along each row of ``tmp`` (B^T d B as
     (B^T d) B).  The last run ends at the channel count and may overlap the one before:
     it recomputes the same values, so no tail loop is needed.  ``tmp`` holds one run
-    (alpha x alpha x lanes, 1.1 KB in ymm runs): as alpha x alpha x C, its rows were C x 4
-    bytes apart, 1 KB at C = 256, and its 36 rows fell into 4 of the L1's 64 sets."""
+    (alpha x alpha x lanes: 2.3 KB for F(4x4)); laid out as alpha x alpha x C its rows were
+    C x 4 bytes apart (1 KB at C = 256) and shared a few of the L1's sets."""
     b_apply = lane_transform(bt_bytes, alpha, alpha)
     a_apply = lane_transform(at_bytes, m, alpha)
     ALPHA, M, LANES = alpha, m, lanes
