@@ -303,7 +303,7 @@ def test_the_profile_times_every_op_inside_the_pass(plan_dir, tmp_path, cli):
     out = tmp_path / "profiled"
     code, stdout, err = cli("run", "--network", plan_dir / "plan.json", "-o", out,
                             "--cache", "warm", "--values", "3", "--min-time", "0.001",
-                            "--warmups", "0", "--profile", "5")
+                            "--warmups", "0", "--profile", "41")
     assert code == 0, err
     ops = pd.read_parquet(out / "network_ops.parquet")
     plan = planfile.read_plan(plan_dir / "plan.json")
@@ -316,7 +316,10 @@ def test_the_profile_times_every_op_inside_the_pass(plan_dir, tmp_path, cli):
     assert (mine.measured_s > 0).all()
     assert mine.predicted_s.sum() == pytest.approx(plan.passes["plan"].predicted_s)
     frame = pd.read_parquet(out / "network.parquet").set_index("pass")
-    # the ops' own times add up to about the pass (the clock between calls aside)
+    # the ops' own times add up to about the pass (the clock between calls aside).  The
+    # pass takes ~50 us: the medians of 5 profiled passes, the first cold (no warm-ups),
+    # added up to 85 us against the pass's 56 in a clean-clone CI on the Zen 3 host; 41
+    # passes cost 2 ms more.
     assert mine.measured_s.sum() == pytest.approx(frame.loc["plan", "median_s"], rel=0.5)
     assert "each op timed on its own inside the pass" in stdout
     assert "furthest over their prediction" in stdout

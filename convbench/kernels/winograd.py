@@ -232,43 +232,47 @@ def _tile_kernels(m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes) -> TileK
     vec_in, vec_out = _lane_tiles(key, m, alpha, bt_bytes, at_bytes, RUN_LANES)
     # fewer channels than a run (VGG-16's conv1_1, IC = 3): one at a time
     one_in, one_out = _lane_tiles(key, m, alpha, bt_bytes, at_bytes, 1)
-    LANES = RUN_LANES
+    input_tile = _by_channels(f"{key}_in", vec_in, one_in, on_source=True)
+    output_tile = _by_channels(f"{key}_out", vec_out, one_out, on_source=False)
+    scratch = alpha * alpha * RUN_LANES
+    return TileKernels(key, scratch, input_tile, output_tile,
+                       _over_tiles(f"{key}_in", input_tile, m, scratch),
+                       _over_tiles(f"{key}_out", output_tile, m, scratch))
+
+
+def _by_channels(key: str, vec_step, one_step, on_source: bool):
+    """A tile step (src, dst, row, n, h0, w0, tmp) that runs ``vec_step`` when the tensor it
+    walks the channels of (the input's: ``on_source``; the output's) has a run's worth of
+    them, else ``one_step``."""
+    LANES, ON_SOURCE = RUN_LANES, on_source
 
     @cached_closure(key, inline="always")
-    def input_tile(xp, v, row, n, h0, w0, tmp):  # pragma: no cover - jitted
-        if xp.shape[3] >= LANES:
-            vec_in(xp, v, row, n, h0, w0, tmp)
+    def step(src, dst, row, n, h0, w0, tmp):  # pragma: no cover - jitted
+        channels = src.shape[3] if ON_SOURCE else dst.shape[3]
+        if channels >= LANES:
+            vec_step(src, dst, row, n, h0, w0, tmp)
         else:
-            one_in(xp, v, row, n, h0, w0, tmp)
+            one_step(src, dst, row, n, h0, w0, tmp)
 
-    @cached_closure(key, inline="always")
-    def output_tile(mm, y, row, n, h0, w0, tmp):  # pragma: no cover - jitted
-        if y.shape[3] >= LANES:
-            vec_out(mm, y, row, n, h0, w0, tmp)
-        else:
-            one_out(mm, y, row, n, h0, w0, tmp)
+    return step
 
-    M, SCRATCH = m, alpha * alpha * LANES
+
+def _over_tiles(key: str, tile_step, m: int, scratch: int):
+    """The staged schedule's threaded loop of ``tile_step`` over tiles t0 .. t0+nt of a
+    block: the input transform (src the padded input, dst V) or the output transform (src
+    M, dst y, dropping the part past the output's edge)."""
+    M, SCRATCH = m, scratch
 
     @cached_closure(key, parallel=True)
-    def input_transform(xp, v, t0, nt, tiles_h, tiles_w, n_chunks):  # pragma: no cover
-        """v[:, t, :] = B^T d B for tiles t0 .. t0+nt of the padded input xp."""
+    def over_tiles(src, dst, t0, nt, tiles_h, tiles_w, n_chunks):  # pragma: no cover
         for chunk in numba.prange(n_chunks):
-            tmp = np.empty(SCRATCH, np.float32)   # B^T d, one per thread
+            tmp = np.empty(SCRATCH, np.float32)   # one run of B^T d or A^T M, per thread
             for t in range(chunk, nt, n_chunks):
                 n, h0, w0 = _tile_origin(t0 + t, tiles_h, tiles_w, M)
-                input_tile(xp, v, t, n, h0, w0, tmp)
+                tile_step(src, dst, t, n, h0, w0, tmp)
 
-    @cached_closure(key, parallel=True)
-    def output_transform(mm, y, t0, nt, tiles_h, tiles_w, n_chunks):  # pragma: no cover
-        """y[tile] = A^T M A for tiles t0 .. t0+nt, dropping the part past the output's edge."""
-        for chunk in numba.prange(n_chunks):
-            tmp = np.empty(SCRATCH, np.float32)   # A^T M, one per thread
-            for t in range(chunk, nt, n_chunks):
-                n, h0, w0 = _tile_origin(t0 + t, tiles_h, tiles_w, M)
-                output_tile(mm, y, t, n, h0, w0, tmp)
+    return over_tiles
 
-    return TileKernels(key, SCRATCH, input_tile, output_tile, input_transform, output_transform)
 
 
 @numba.njit(inline="always")
