@@ -191,8 +191,10 @@ def test_a_multi_thread_peak_far_below_linear_is_measured_again(monkeypatch):
     assert calls == [1, 2]
     calls.clear()
     script[:] = [one] + [one * 2] * 10
-    assert peak._measure_here([1, 2], 0.0, 1)["gflops"]["2"] == pytest.approx(100.0, rel=1e-6)
+    low = peak._measure_here([1, 2], 0.0, 1)
+    assert low["gflops"]["2"] == pytest.approx(100.0, rel=1e-6)
     assert calls == [1] + [2] * (1 + peak.SCALING_RETRIES)
+    assert low["scaling"] == {"2": pytest.approx(1.0, rel=1e-6)}   # judged by the caller
     # asked for 2 threads alone (a run whose 1-thread limits are stored): the 1-thread
     # reference is measured all the same, and not reported
     calls.clear()
@@ -200,3 +202,27 @@ def test_a_multi_thread_peak_far_below_linear_is_measured_again(monkeypatch):
     result = peak._measure_here([2], 0.0, 1)
     assert calls == [1, 2, 2] and list(result["gflops"]) == ["2"]
     assert result["gflops"]["2"] == pytest.approx(200.0, rel=1e-6)
+
+
+def test_a_peak_that_did_not_scale_is_noted_where_the_user_sees_it(monkeypatch):
+    """A multi-thread peak still far below t x the 1-thread one after every attempt is
+    stored with a note (printed by `convbench machine` and by a run's first-use
+    measurement), not left to surface later as shares above 100%; a plausible one is not."""
+    from convbench.machine import first_use, measure, store
+
+    notes = measure.scaling_notes("256", {"2": 1.23, "4": 3.9})
+    assert len(notes) == 1 and notes[0].startswith("2-thread 256-bit peak only 1.23x")
+    assert "convbench machine" in notes[0]
+    # a run's first-use measurement of 2 threads: the note is merged in and said once
+    stored = {"peak_gflops": {"1": {"256": 87.5}}, "notes": ["512-bit peak missing"]}
+    added = {"peak_gflops": {"2": {"256": 107.5}}, "seconds": 9.8, "measured": "now",
+             "profile": "quick", "notes": ["512-bit peak missing", *notes]}
+    saved: list[dict] = []
+    monkeypatch.setattr(store, "machine_limits", lambda: stored)
+    monkeypatch.setattr(store, "save", lambda limits: saved.append(limits) or "path")
+    monkeypatch.setattr(measure, "measure_machine", lambda *a, **k: added)
+    said: list[str] = []
+    first_use.limits_for_run([2], measure=True, progress=said.append)
+    [merged] = saved
+    assert merged["notes"].count("512-bit peak missing") == 1 and notes[0] in merged["notes"]
+    assert [line for line in said if "note:" in line] == [f"  note: {notes[0]}"]

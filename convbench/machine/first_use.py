@@ -46,9 +46,13 @@ def limits_for_run(threads: Iterable[int], measure: bool | None = None,
              "once (quick profile; --no-measure-machine skips)")
     added = measure_machine(missing, quick=True,
                             progress=lambda step: progress(f"  measuring {step} ..."))
+    known = set() if limits is None else set(limits.get("notes", []))
     limits = added if limits is None else store.merge(limits, added)
     path = store.save(limits)
     progress(f"machine limits measured in {added['seconds']:.1f} s, stored in {path}")
+    for note in added.get("notes", []):
+        if note not in known:   # e.g. a peak that did not scale: said now, not found later
+            progress(f"  note: {note}")
     return limits
 
 

@@ -91,7 +91,9 @@ def _measure_here(threads: list[int], min_seconds: float, repeats: int) -> dict[
     for p in profiles:
         for w, c in p.packed_fma.items():
             packed[str(w)] = packed.get(str(w), 0) + c
-    return {"gflops": gflops, "chains": chains,
+    # each multi-thread peak over the 1-thread one, for the caller to judge what stayed low
+    scaling = {t: g / one_thread for t, g in gflops.items() if t != "1" and one_thread}
+    return {"gflops": gflops, "chains": chains, "scaling": scaling,
             "asm_width": None if None in widths else min(widths), "packed_fma": packed}
 
 

@@ -118,7 +118,7 @@ def measured_threads(limits: dict[str, Any] | None) -> set[int]:
 def merge(stored: dict[str, Any], added: dict[str, Any]) -> dict[str, Any]:
     """``stored`` with the thread counts of ``added`` (a measurement of other thread counts
     on the same host) put in; host-wide figures (clock, widths, caches) stay the stored
-    ones, and ``notes`` says when which counts were added."""
+    ones; ``notes`` gains what the measurement noted and when which counts were added."""
     merged = json.loads(json.dumps(stored))
     for key in _BY_THREADS:
         merged.setdefault(key, {}).update(added.get(key, {}))
@@ -126,7 +126,9 @@ def merge(stored: dict[str, Any], added: dict[str, Any]) -> dict[str, Any]:
         for level, by_threads in added.get(key, {}).items():
             merged.setdefault(key, {}).setdefault(level, {}).update(by_threads)
     counts = ",".join(sorted(added.get("peak_gflops", {}), key=int))
-    merged.setdefault("notes", []).append(
+    notes = merged.setdefault("notes", [])
+    notes += [n for n in added.get("notes", []) if n not in notes]   # e.g. a low scaling
+    notes.append(
         f"threads {counts} measured {added.get('measured', '')} ({added.get('profile', '')} "
         f"profile, {added.get('seconds', '?')} s)")
     merged["quick"] = bool(stored.get("quick")) or bool(added.get("quick"))
