@@ -80,6 +80,19 @@ def test_another_stride_counts_a_quarter():
     assert prior.group_weight(s1, ONE_BY_ONE) == 0.0
 
 
+def test_a_strided_1x1_layer_is_no_evidence_for_a_pointwise_one():
+    """A pointwise layer (1 x 1, stride 1, unpadded) runs other code than a strided 1 x 1
+    one (nchwc's plane tiles, not row tiles): neither ranks the other."""
+    strided = parse_descriptor("mb1ic64ih112oc64oh56kh1sh2ph0")
+    padded = parse_descriptor("mb1ic64ih56oc64oh58kh1ph1")
+    assert prior.group_weight(ONE_BY_ONE, strided) == prior.group_weight(strided, ONE_BY_ONE) == 0
+    assert prior.group_weight(ONE_BY_ONE, padded) == 0
+    assert prior.group_weight(strided, padded) > 0     # neither is pointwise: same class
+    assert prior.group_weight(ONE_BY_ONE, parse_descriptor("mb1ic64ih28oc64oh28kh1ph0")) > 0
+    known = [_evidence("mb1ic64ih112oc64oh56kh1sh2ph0", {A: 1.0, B: 2.0})]
+    assert prior.rank(ONE_BY_ONE, [A, B], known) is None
+
+
 def test_evidence_is_round_0_of_groups_with_a_ranking():
     def record(descriptor, variant_mr, seconds, round_=0, status="ok"):
         return {"descriptor": descriptor, "threads": 1, "vector_width": "auto",

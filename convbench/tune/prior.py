@@ -70,10 +70,17 @@ class Config:
         return self.algorithm, self.layout
 
 
-def conv_class(p: ConvProblem) -> tuple[int, int, bool]:
+def conv_class(p: ConvProblem) -> tuple[int, int, bool, bool]:
     """What must match for one layer's ranking to say something about another's: the
-    kernel and depthwise or not decide which algorithms apply at all."""
-    return p.kh, p.kw, p.g > 1
+    kernel and depthwise or not decide which algorithms apply at all, and pointwise or not
+    (1 x 1, stride 1, unpadded) which code runs them -- a pointwise layer is one GEMM over
+    the pixel plane (nchwc tiles the whole plane, im2col unfolds nothing), a strided 1 x 1
+    one is not.  Tuning ResNet-50 (Zen 3 host, 1 thread, warm) with the strided 1 x 1 layers
+    in the class, res4a_branch2c (256 -> 1024, 14 x 14) was ranked mostly by res4a_branch1
+    (512 -> 1024, stride 2: weight 2^-3 against 2^-5 and 2^-6 for the pointwise layers
+    before it), whose row tiles along 14-wide rows favour reg_n 2 and 4; the 6 x 16 plane
+    tiles the pointwise layers before it had picked ranked 10th and were never measured."""
+    return p.kh, p.kw, p.g > 1, p.is_pointwise
 
 
 def group_weight(problem: ConvProblem, other: ConvProblem) -> float:
