@@ -274,7 +274,6 @@ def _over_tiles(key: str, tile_step, m: int, scratch: int):
     return over_tiles
 
 
-
 @numba.njit(inline="always")
 def _edge_tile(x, n, hi, wi, edge):  # pragma: no cover - jitted
     """edge[0] = the alpha x alpha tile of x at (hi, wi), zero where it lies outside x."""

@@ -26,7 +26,7 @@ from convbench.machine.bandwidth import (
     working_set_bytes,
 )
 from convbench.machine.clock import measure_clock_ghz
-from convbench.machine.peak import WIDTHS, measure_width
+from convbench.machine.peak import SCALING_RETRIES, WIDTHS, measure_width
 
 
 @dataclass(frozen=True)
@@ -99,21 +99,18 @@ def _peak(limits: dict[str, Any], width: str, threads: list[int], profile: Profi
         return
     for t, gflops in result["gflops"].items():
         limits["peak_gflops"][t][width] = gflops
-    limits["notes"] += scaling_notes(width, result.get("scaling", {}))
+    limits["notes"] += scaling_notes(width, result.get("unscaled", {}))
 
 
-def scaling_notes(width: str, scaling: dict[str, float]) -> list[str]:
+def scaling_notes(width: str, unscaled: dict[str, float]) -> list[str]:
     """A note per thread count whose peak stayed far below t x the 1-thread one after every
-    attempt (:data:`convbench.machine.peak.SCALING_RETRIES`).  Stored silently, such a
-    figure turned up only later, as kernels' shares above 100%: on the Zen 3 host a
-    first-use measurement stored 107 GFLOP/s on 2 threads against 87 on one (1.23x), and
-    every 2-thread run after it flagged most cases; `convbench machine` on the idle host
-    measured 172 (1.91x)."""
-    from convbench.machine.peak import SCALING_PLAUSIBLE, SCALING_RETRIES
-
+    attempt (``unscaled``: the peak over the 1-thread one, as :mod:`.peak` judged it).
+    Stored silently, such a figure turned up only later, as kernels' shares above 100%:
+    on the Zen 3 host a first-use measurement stored 107 GFLOP/s on 2 threads against 87 on
+    one (1.23x), and every 2-thread run after it flagged most cases; `convbench machine` on
+    the idle host measured 172 (1.91x)."""
     return [f"{t}-thread {width}-bit peak only {ratio:.2f}x the 1-thread one after "
             f"{1 + SCALING_RETRIES} attempts: threads sharing a core, or another load on "
             f"the CPUs; shares on {t} threads may read above 100% (re-run `convbench "
             "machine` on an idle host)"
-            for t, ratio in sorted(scaling.items(), key=lambda kv: int(kv[0]))
-            if ratio < SCALING_PLAUSIBLE * int(t)]
+            for t, ratio in sorted(unscaled.items(), key=lambda kv: int(kv[0]))]

@@ -70,6 +70,7 @@ def _measure_here(threads: list[int], min_seconds: float, repeats: int) -> dict[
     gflops: dict[str, float] = {}
     chains: dict[str, int] = {}
     one_thread = None   # the rate multi-thread figures are judged against (SCALING_*)
+    unscaled: dict[str, float] = {}   # thread count -> its peak over the 1-thread one
     for t in sorted(threads):
         if t > 1 and one_thread is None:
             # a run that lacks only its multi-thread limits asks for those alone
@@ -81,6 +82,8 @@ def _measure_here(threads: list[int], min_seconds: float, repeats: int) -> dict[
                 gflops[str(t)], chains[str(t)] = rate, n_chains
             if t == 1 or gflops[str(t)] >= SCALING_PLAUSIBLE * t * one_thread:
                 break
+        else:   # still implausible after every attempt: the caller notes it
+            unscaled[str(t)] = gflops[str(t)] / one_thread
         if t == 1:
             one_thread = gflops["1"]
     # the width LLVM used is the narrower of the two kernels' (a peak at a width must be
@@ -91,9 +94,7 @@ def _measure_here(threads: list[int], min_seconds: float, repeats: int) -> dict[
     for p in profiles:
         for w, c in p.packed_fma.items():
             packed[str(w)] = packed.get(str(w), 0) + c
-    # each multi-thread peak over the 1-thread one, for the caller to judge what stayed low
-    scaling = {t: g / one_thread for t, g in gflops.items() if t != "1" and one_thread}
-    return {"gflops": gflops, "chains": chains, "scaling": scaling,
+    return {"gflops": gflops, "chains": chains, "unscaled": unscaled,
             "asm_width": None if None in widths else min(widths), "packed_fma": packed}
 
 
