@@ -20,7 +20,11 @@ written.  A layer with no border to add (unpadded ones whose reg_n runs end at t
 edge) reads the caller's input in place.  A pointwise layer (1x1, stride 1, unpadded) is
 tiled along its whole H x W plane instead of along rows -- a channel block's pixels are one
 contiguous run on both sides -- with a tile of its own for the plane's remainder, so a 7 x 7
-plane takes 6-wide tiles and a 1-wide tail, not 7-wide rows; it always reads in place.
+plane takes 6-wide tiles and a 1-wide tail, not 7-wide rows; it reads in place.  A strided
+1x1 layer (ResNet's projection shortcuts) first gathers the pixels it reads into a plane of
+their own (1/stride^2 of its input) and then runs as a pointwise one; a strided layer whose
+rows reg_n does not divide gathers a plane per kernel tap and sums over taps as over
+channel blocks (:func:`plane_tiled` says which layers, and why).
 
 Vectorisation (read with :mod:`convbench.kernels.asm`). The tile is a stack buffer
 accessed only as whole LLVM vectors at constant offsets (:mod:`~convbench.kernels.
@@ -170,12 +174,59 @@ def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed
                           parallel=True, fastmath=True)(conv)
 
 
+def plane_tiled(problem: ConvProblem, reg_n: int) -> bool:
+    """Whether the kernel tiles the layer's H x W output plane (:func:`_plane_kernel`)
+    rather than its rows: a 1x1 unpadded layer, any stride (every output pixel reads one
+    input pixel: in place, or, strided, from the plane its pixels are gathered into), and a
+    strided layer whose rows reg_n does not divide (its taps gathered, :func:`_gather_taps`).
+
+    Measured on the Zen 3 host, 1 thread, both kinds built in one process and timed
+    round-robin, best of each over 6-8 (ic_bn, oc_bn, reg_n): the plane over the rows on
+    ResNet-50's strided 1x1 layers 1.26x (res3a_branch1, rows of 28), 1.50x (res4a, 14),
+    1.76x (res5a, 7); on its stride-2 3x3 layers of 14- and 7-wide rows 1.16-1.18x (rows of
+    6 or 4 leave idle accumulators there), while on res3a_branch2b (rows of 28, which 4
+    divides) rows won 1.13x, and on the stride-1 3x3 layers (7-28 wide) the two were within
+    3%: a gathered plane per tap is 9x their input, so rows keep those.  Tuned (`convbench
+    tune`, both thread counts and cache modes), nchwc now runs all three strided 1x1 layers
+    fastest of the own kernels; the indirect GEMM still takes the stride-2 3x3 ones."""
+    p = problem
+    if p.g != 1:
+        return False
+    if (p.kh, p.kw, p.ph, p.pw) == (1, 1, 0, 0):
+        return True
+    return (p.sh > 1 or p.sw > 1) and p.ow % reg_n != 0
+
+
+@numba.njit(parallel=True, cache=True)
+def _gather_taps(x, xs, kh_len, kw_len, sh, sw, ph, pw, dh, dw):  # pragma: no cover - jitted
+    """xs[n, c, (r * kw_len + s) * oh + i, j] = x[n, c, i * sh - ph + r * (dh + 1),
+    j * sw - pw + s * (dw + 1)]: per channel block and kernel tap, the input pixels the
+    layer's output plane reads, one contiguous plane (a row of them per parallel job);
+    pixels in the zero border are never written (xs was allocated zeroed)."""
+    n_mb, icb_len, rows, ow, _ = xs.shape
+    _, _, ih, iw, _ = x.shape
+    oh = rows // (kh_len * kw_len)
+    for job in numba.prange(n_mb * icb_len * rows):
+        n = job // (icb_len * rows)
+        icb = (job // rows) % icb_len
+        row = job % rows
+        r, s = (row // oh) // kw_len, (row // oh) % kw_len
+        hi = (row % oh) * sh - ph + r * (dh + 1)
+        if 0 <= hi < ih:
+            for j in range(ow):
+                wi = j * sw - pw + s * (dw + 1)
+                if 0 <= wi < iw:
+                    xs[n, icb, row, j, :] = x[n, icb, hi, wi, :]
+
+
 @cache
-def _pointwise_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int):
+def _plane_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int, taps: int = 1):
     """The kernel of a pointwise layer (1 x 1, stride 1, no padding), whose output pixels
     of one channel block are one contiguous run, as are its input pixels: reg_n x oc_bn
     tiles along the whole H x W plane, and a ``tail`` x oc_bn tile (compiled in) for the
     plane's last H x W mod reg_n pixels, so no tile computes or reads past the plane.
+    ``taps`` > 1: the input holds a plane per kernel tap (:func:`_gather_taps`) and a tile
+    sums over them as over channel blocks.
 
     Tiles along each row would leave a 7- or 14-wide row to reg_n = 7 or 14 (7 x 16 spills
     AVX2's 16 ymm) or compute idle accumulators (6 + 6 for 7 pixels).  MobileNet V2's
@@ -183,21 +234,22 @@ def _pointwise_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int):
     6 x 16 along the plane 169 us, the best row tile 255, ONNX Runtime's NCHW8c 190; over its
     19 pointwise layers (``convbench run``, every variant, same rounds) the best own / the
     fastest library went to 1.04 geomean warm, 1.06 cold-weights."""
-    REG_N, OC_BN, IC_BN, TAIL = reg_n, oc_bn, ic_bn, tail
+    REG_N, OC_BN, IC_BN, TAIL, TAPS = reg_n, oc_bn, ic_bn, tail, taps
     W_TAP = ic_bn * oc_bn
-    tile = _tile(reg_n, oc_bn, ic_bn, 1, 1, 1)
+    tile = _tile(reg_n, oc_bn, ic_bn, 1, taps, 1)
     # no tail: the full tile stands in (never called), so no unused tile is compiled
-    tail_tile = _tile(tail, oc_bn, ic_bn, 1, 1, 1) if tail else tile
+    tail_tile = _tile(tail, oc_bn, ic_bn, 1, taps, 1) if tail else tile
 
     def conv(x, w, y, tiles_per_job):  # pragma: no cover - jitted
-        n_mb, icb_len, h_len, w_len, _ = x.shape
+        n_mb, icb_len = x.shape[0], x.shape[1]
         ocb_len = w.shape[0]
-        plane = h_len * w_len
+        plane = y.shape[2] * y.shape[3]
         full = plane // REG_N
         # the tail, when there is one, is the last job's (alone when full tiles fill them)
         jobs = -(-(full + (TAIL > 0)) // tiles_per_job)
-        x_icb = plane * IC_BN
-        w_ocb = icb_len * W_TAP
+        x_tap = plane * IC_BN
+        x_icb = TAPS * x_tap
+        w_ocb = icb_len * TAPS * W_TAP
         for job in numba.prange(n_mb * ocb_len * jobs):
             n = job // (ocb_len * jobs)
             ocb = (job // jobs) % ocb_len
@@ -207,20 +259,21 @@ def _pointwise_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int):
             for t in range(t0, min(t0 + tiles_per_job, full)):
                 p0 = t * REG_N
                 tile(x, x_img + p0 * IC_BN, w, ocb * w_ocb, y, y_blk + p0 * OC_BN,
-                     REG_N, icb_len, 1, 1, x_icb, 0, 0)
+                     REG_N, icb_len, TAPS, 1, x_icb, x_tap, 0)
             if TAIL > 0 and job % jobs == jobs - 1:
                 p0 = full * REG_N
                 tail_tile(x, x_img + p0 * IC_BN, w, ocb * w_ocb, y, y_blk + p0 * OC_BN,
-                          TAIL, icb_len, 1, 1, x_icb, 0, 0)
+                          TAIL, icb_len, TAPS, 1, x_icb, x_tap, 0)
 
-    key = f"pw_r{reg_n}_oc{oc_bn}_ic{ic_bn}_t{tail}"
+    key = f"pw_r{reg_n}_oc{oc_bn}_ic{ic_bn}_t{tail}" + (f"_k{taps}" if taps > 1 else "")
     return cached_closure(key, parallel=True, fastmath=True)(conv)
 
 
 class BlockedNCHWc(Prepared):
     """NCHW[ic_bn]c in, NCHW[oc_bn]c out; workspace: the zero-bordered input copy, where
-    the layer needs a border.  A pointwise layer runs :func:`_pointwise_kernel` (tiles
-    along the whole pixel plane), every other layer :func:`_kernel` (tiles along rows)."""
+    the layer needs a border, or the planes a strided layer's taps read.  A layer
+    :func:`plane_tiled` names runs :func:`_plane_kernel` (tiles along the whole pixel
+    plane), every other layer :func:`_kernel` (tiles along rows)."""
 
     def __init__(self, problem: ConvProblem, w: np.ndarray, ic_bn: int, oc_bn: int,
                  reg_n: int, unroll_ker: bool):
@@ -230,12 +283,18 @@ class BlockedNCHWc(Prepared):
         self.w = page_aligned(layouts.oihw_to_kcrsxcyk(np.asarray(w, np.float32), ic_bn, oc_bn))
         self.packed_weight_bytes = self.w.nbytes
         self.ic_blocks = -(-p.ic // ic_bn)
-        self.pointwise = p.is_pointwise
-        self.xp = None
-        if self.pointwise:
-            self.kernel = _pointwise_kernel(reg_n, oc_bn, ic_bn, (p.oh * p.ow) % reg_n)
+        self.plane = plane_tiled(p, reg_n)
+        self.xp = self.xs = None
+        if self.plane:
+            self.taps = 1 if p.is_pointwise else p.kh * p.kw
+            self.kernel = _plane_kernel(reg_n, oc_bn, ic_bn, (p.oh * p.ow) % reg_n, self.taps)
             # about a row of pixels a parallel job, as the row kernel's jobs are
             self.tiles_per_job = -(-p.ow // reg_n)
+            if not p.is_pointwise:
+                # Strided: the pixels (of each tap) the output plane reads, gathered per
+                # call into a plane of their own (plane_tiled: why)
+                self.xs = page_aligned_zeros(
+                    (p.mb, self.ic_blocks, self.taps * p.oh, p.ow, ic_bn))
         else:
             # wide enough for the last reg_n block's reads past the output's right edge
             ow_padded = -(-p.ow // reg_n) * reg_n
@@ -249,8 +308,8 @@ class BlockedNCHWc(Prepared):
                 self.xp = page_aligned_zeros((p.mb, self.ic_blocks, hp, wp, ic_bn))
             fixed = (p.kh, p.kw) if unroll_ker else (0, 0)
             self.kernel = _kernel(reg_n, oc_bn, ic_bn, p.sw, *fixed)
-        self.in_place = self.xp is None
-        self.workspace_bytes = 0 if self.xp is None else self.xp.nbytes
+        self.in_place = self.xp is None and self.xs is None
+        self.workspace_bytes = sum(b.nbytes for b in (self.xp, self.xs) if b is not None)
         self._transform_seconds: dict[str, float] | None = None
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
@@ -265,20 +324,23 @@ class BlockedNCHWc(Prepared):
                 and x.shape[1:] == (self.ic_blocks, p.ih, p.iw, self.ic_bn)):
             raise ValueError(f"x must be a C-contiguous float32 {self.in_layout} array "
                              f"of {self.ic_blocks} channel blocks (the kernel's offsets)")
-        if self.pointwise:
+        if self.xs is not None:
+            _gather_taps(x, self.xs, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw)
+            self.kernel(self.xs, self.w, y, self.tiles_per_job)
+        elif self.plane:
             self.kernel(x, self.w, y, self.tiles_per_job)
         else:
             self.kernel(x, self.w, y, p.sh, p.dh, p.dw)
 
     def hot_kernels(self) -> tuple[object, ...]:
-        return (self.kernel,)
+        return (self.kernel,)   # the gather (strided layers) only copies: no FMA
 
     def info(self) -> dict[str, ParamValue]:
         if self._transform_seconds is None:   # measured on first request, never in run
             self._transform_seconds = layout_transform_seconds(self.p, self.ic_bn, self.oc_bn)
         return {**self._transform_seconds, "ic_blocks": self.ic_blocks,
                 "input_copied": not self.in_place, "tiles_along": (
-                    "plane" if self.pointwise else "rows")}
+                    "plane" if self.plane else "rows")}
 
 
 def layout_transform_seconds(problem: ConvProblem, ic_bn: int, oc_bn: int,
@@ -328,8 +390,8 @@ def _distance(params: Mapping[str, ParamValue]) -> float:
 
 
 def _tiled_width(problem: ConvProblem) -> int:
-    """The run of output pixels the kernel tiles: a row, or a pointwise layer's plane."""
-    return problem.oh * problem.ow if problem.is_pointwise else problem.ow
+    """The run of output pixels the kernel tiles: a row, or a 1x1 layer's plane."""
+    return problem.oh * problem.ow if plane_tiled(problem, problem.ow) else problem.ow
 
 
 def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
@@ -340,8 +402,8 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
       channels that are whole vector registers (multiples of :data:`LANES`; all factors when
       none is), reg_n among the factors of the output width (a factor leaves no
       zero-padded block and no idle accumulator), each within its :class:`Param`'s bounds;
-      on a pointwise layer, whose tiles run along the H x W plane with a tail tile of their
-      own, among the factors of H x W and the sweep grid's REG_N;
+      on a 1x1 unpadded layer, whose tiles run along the H x W plane with a tail tile of
+      their own, among the factors of H x W and the sweep grid's REG_N;
       unroll_ker both ways;
     - register tiles that do not fit the register file dropped (:func:`_applies`), and
       those with fewer than :data:`MIN_CHAINS` accumulators where the layer has a tile
@@ -363,8 +425,10 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
     oc_bns = [f for f in oc_factors if f % LANES == 0] or oc_factors
     width = _tiled_width(problem)
     reg_ns = _factors(width, "reg_n")
-    if problem.is_pointwise:   # the plane's remainder has a tile of its own
-        reg_ns = sorted({*reg_ns, *(r for r in REG_N if r <= width)})
+    if plane_tiled(problem, problem.ow) or problem.sh > 1 or problem.sw > 1:
+        # the plane's remainder has a tile of its own; on a strided layer a reg_n that
+        # does not divide its rows tiles the plane (plane_tiled)
+        reg_ns = sorted({*reg_ns, *(r for r in REG_N if r <= problem.oh * problem.ow)})
     unroll = ALGORITHMS[0].param("unroll_ker")
     unrolls = [v for v in (False, True) if unroll.rejects(v) is None]
 

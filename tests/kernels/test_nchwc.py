@@ -183,21 +183,66 @@ def test_pointwise_layers_tile_the_plane(mb, oh, ow, reg_n, ic_bn, oc_bn):
     assert prepared.workspace_bytes == 0
 
 
-@pytest.mark.parametrize("fields", [{"sh": 2, "sw": 2}, {"ph": 1, "pw": 1}, {"kh": 3, "kw": 3}])
-def test_other_layers_tile_rows(fields):
-    """Strided, padded or wider kernels keep the row tiles (their pixels are not one run)."""
+@pytest.mark.parametrize(("mb", "ih", "iw", "sh", "sw", "reg_n"), [
+    (1, 28, 28, 2, 2, 6),    # ResNet's projection: 14 x 14 = 196 = 32 tiles and a tail of 4
+    (2, 9, 8, 2, 3, 4),      # odd input (5 rows), unequal strides (3 columns): a tail of 3
+    (1, 7, 7, 3, 1, 7),      # a stride along H only: 3 x 7, no tail
+])
+def test_strided_1x1_layers_gather_their_pixels_and_tile_the_plane(mb, ih, iw, sh, sw, reg_n):
+    """A strided 1x1 unpadded layer (ResNet's projection shortcuts) gathers the pixels it
+    reads into a plane of its own, then runs the pointwise layers' plane tiles on it; the
+    gathered plane is its workspace."""
+    p = ConvProblem.make(mb=mb, ic=20, oc=24, ih=ih, iw=iw, kh=1, kw=1, sh=sh, sw=sw)
+    prepared = nchwc.BlockedNCHWc(p, make_inputs(p, 1)[1], 8, 8, reg_n, False)
+    report, y = _run(p, prepared=prepared)
+    assert report.passed, report.reason
+    assert np.all(np.isfinite(y))
+    info = prepared.info()
+    assert info["tiles_along"] == "plane" and info["input_copied"] is True
+    assert prepared.workspace_bytes == mb * 3 * p.oh * p.ow * 8 * 4   # 20 channels: 3 blocks
+
+
+@pytest.mark.parametrize(("fields", "reg_n"), [
+    ({"kh": 3, "kw": 3, "sh": 2, "sw": 2, "ph": 1, "pw": 1}, 4),   # 5-wide rows, tiles of 4
+    # unequal kernel, strides and padding, dilated: 5 x 3 outputs, tiles of 4 and a tail of 3
+    ({"kh": 3, "kw": 2, "sh": 2, "sw": 3, "ph": 1, "pw": 0, "dh": 1}, 4),
+])
+def test_strided_layers_whose_rows_leave_idle_tiles_gather_their_taps(fields, reg_n):
+    """A strided layer whose rows reg_n does not divide gathers a plane per kernel tap
+    (its zero border included) and sums over taps as over channel blocks."""
+    p = ConvProblem.make(mb=2, ic=20, oc=24, ih=11, iw=9, **fields)
+    assert p.ow % reg_n != 0
+    prepared = nchwc.BlockedNCHWc(p, make_inputs(p, 1)[1], 8, 8, reg_n, False)
+    for _ in range(2):   # the gathered planes' border stays zero
+        report = _run(p, prepared=prepared)[0]
+        assert report.passed, report.reason
+    assert prepared.info()["tiles_along"] == "plane"
+    assert prepared.workspace_bytes == 2 * 3 * p.kh * p.kw * p.oh * p.ow * 8 * 4
+
+
+@pytest.mark.parametrize(("fields", "reg_n"), [
+    ({"ph": 1, "pw": 1}, 4), ({"kh": 3, "kw": 3}, 4),
+    ({"kh": 3, "kw": 3, "sh": 2, "sw": 2, "ph": 1, "pw": 1}, 5),   # 5-wide rows, tiles of 5
+])
+def test_other_layers_tile_rows(fields, reg_n):
+    """Padded 1x1 layers, stride-1 ones, and strided ones whose rows reg_n divides keep
+    the row tiles."""
     p = ConvProblem.make(mb=1, ic=16, oc=16, ih=9, iw=9, **{"kh": 1, "kw": 1, **fields})
-    prepared = nchwc.BlockedNCHWc(p, make_inputs(p, 1)[1], 16, 16, 4, False)
+    prepared = nchwc.BlockedNCHWc(p, make_inputs(p, 1)[1], 16, 16, reg_n, False)
     report, _ = _run(p, prepared=prepared)
     assert report.passed, report.reason
     assert prepared.info()["tiles_along"] == "rows"
 
 
-def test_pointwise_kernel_has_packed_fmas_and_no_spill():
-    """The plane kernel's hot loop is the same register tile: packed FMAs, one per
-    accumulator vector per input channel, and no vector on the stack."""
+@pytest.mark.parametrize("fields", [{"kh": 1, "kw": 1},
+                                    {"kh": 3, "kw": 3, "sh": 2, "sw": 2, "ph": 1, "pw": 1}])
+def test_plane_kernel_has_packed_fmas_and_no_spill(fields):
+    """The plane kernel's hot loop is the same register tile, over one tap or a gathered
+    plane per tap: packed FMAs, one per accumulator vector per input channel, and no
+    vector on the stack."""
     reg_n, oc_bn = nchwc.DEFAULT_REG_N, nchwc.DEFAULT_OC_BN
-    p = ConvProblem.make(ic=32, oc=oc_bn, ih=7, iw=7, kh=1, kw=1)
+    p = ConvProblem.make(ic=32, oc=oc_bn, ih=13, iw=13, **fields)
+    assert nchwc.plane_tiled(p, reg_n)
     prepared = nchwc.BlockedNCHWc(p, make_inputs(p, 1)[1], 16, oc_bn, reg_n, False)
     report, _ = _run(p, prepared=prepared)
     assert report.passed
@@ -214,9 +259,11 @@ def test_pointwise_tuning_space_takes_tiles_that_do_not_divide_the_row():
     3x3 layer's reg_n stays within the row."""
     pointwise = ConvProblem.make(ic=64, oc=64, ih=7, iw=7, kh=1, kw=1)
     three = ConvProblem.make(ic=64, oc=64, ih=7, iw=7, kh=3, kw=3, ph=1, pw=1)
-    space = nchwc.tuning_space(pointwise)
+    strided = three.replace(ih=14, iw=14, sh=2, sw=2)   # 7 x 7 outputs: a non-factor tiles
+    space = nchwc.tuning_space(pointwise)                # the plane (plane_tiled)
     assert max(c["reg_n"] for c in space) > 7
     assert max(c["reg_n"] for c in nchwc.tuning_space(three)) <= 7
+    assert max(c["reg_n"] for c in nchwc.tuning_space(strided)) > 7
     # beyond the sweep grid's tiles: a non-factor reg_n with a block size the grid lacks
     assert any(c["reg_n"] not in (1, 7) and c["ic_bn"] not in nchwc.IC_BN for c in space)
 
