@@ -192,9 +192,16 @@ def plane_tiled(problem: ConvProblem, reg_n: int) -> bool:
     p = problem
     if p.g != 1:
         return False
-    if (p.kh, p.kw, p.ph, p.pw) == (1, 1, 0, 0):
-        return True
-    return (p.sh > 1 or p.sw > 1) and p.ow % reg_n != 0
+    return _reads_one_pixel(p) or (_strided(p) and p.ow % reg_n != 0)
+
+
+def _reads_one_pixel(problem: ConvProblem) -> bool:
+    """1x1 and unpadded: each output pixel reads the one input pixel under it (any stride)."""
+    return (problem.kh, problem.kw, problem.ph, problem.pw) == (1, 1, 0, 0)
+
+
+def _strided(problem: ConvProblem) -> bool:
+    return problem.sh > 1 or problem.sw > 1
 
 
 @numba.njit(parallel=True, cache=True)
@@ -286,15 +293,15 @@ class BlockedNCHWc(Prepared):
         self.plane = plane_tiled(p, reg_n)
         self.xp = self.xs = None
         if self.plane:
-            self.taps = 1 if p.is_pointwise else p.kh * p.kw
-            self.kernel = _plane_kernel(reg_n, oc_bn, ic_bn, (p.oh * p.ow) % reg_n, self.taps)
+            taps = p.kh * p.kw
+            self.kernel = _plane_kernel(reg_n, oc_bn, ic_bn, (p.oh * p.ow) % reg_n, taps)
             # about a row of pixels a parallel job, as the row kernel's jobs are
             self.tiles_per_job = -(-p.ow // reg_n)
             if not p.is_pointwise:
                 # Strided: the pixels (of each tap) the output plane reads, gathered per
                 # call into a plane of their own (plane_tiled: why)
                 self.xs = page_aligned_zeros(
-                    (p.mb, self.ic_blocks, self.taps * p.oh, p.ow, ic_bn))
+                    (p.mb, self.ic_blocks, taps * p.oh, p.ow, ic_bn))
         else:
             # wide enough for the last reg_n block's reads past the output's right edge
             ow_padded = -(-p.ow // reg_n) * reg_n
@@ -391,7 +398,7 @@ def _distance(params: Mapping[str, ParamValue]) -> float:
 
 def _tiled_width(problem: ConvProblem) -> int:
     """The run of output pixels the kernel tiles: a row, or a 1x1 layer's plane."""
-    return problem.oh * problem.ow if plane_tiled(problem, problem.ow) else problem.ow
+    return problem.oh * problem.ow if _reads_one_pixel(problem) else problem.ow
 
 
 def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
@@ -425,7 +432,7 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
     oc_bns = [f for f in oc_factors if f % LANES == 0] or oc_factors
     width = _tiled_width(problem)
     reg_ns = _factors(width, "reg_n")
-    if plane_tiled(problem, problem.ow) or problem.sh > 1 or problem.sw > 1:
+    if _reads_one_pixel(problem) or _strided(problem):
         # the plane's remainder has a tile of its own; on a strided layer a reg_n that
         # does not divide its rows tiles the plane (plane_tiled)
         reg_ns = sorted({*reg_ns, *(r for r in REG_N if r <= problem.oh * problem.ow)})
