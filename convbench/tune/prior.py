@@ -40,6 +40,7 @@ from convbench.kernels.layouts import block_size
 from convbench.spec.descriptor import parse_descriptor
 from convbench.spec.problem import ConvProblem
 from convbench.tune import schedule
+from convbench.tune.records import short_round_score
 
 FRACTION = 5    # a transfer-guided group takes at most 1/FRACTION of its candidate count
 MIN_FIELD = 3   # ... but round 0 never measures fewer than this many (fewer if fewer exist)
@@ -125,12 +126,13 @@ def evidence(records: Iterable[Mapping[str, Any]]) -> list[Evidence]:
     records; a group with a single ok candidate says nothing about ranking and is left out."""
     groups: dict[tuple, dict[Config, float]] = {}
     for r in records:
-        if r.get("round") != 0 or r.get("status") != "ok" or r.get("median_s") is None:
+        score = short_round_score(r)
+        if r.get("round") != 0 or score is None:
             continue
         key = (r["descriptor"], r["threads"], r["vector_width"], r["cache"], r["host"])
         config = Config.of(r["algorithm"], r["layout"], r.get("params") or {})
         # a later line of the same variant wins: it was measured again
-        groups.setdefault(key, {})[config] = float(r["median_s"])
+        groups.setdefault(key, {})[config] = score
     found = []
     for key, times in groups.items():
         if len(times) < 2:

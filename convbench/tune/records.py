@@ -22,6 +22,8 @@ A record (:data:`FORMAT_VERSION` 1; every field below is always present)::
     min_time, n_values  the round's timing: seconds per value, values pooled (0 on failure)
     median_s, ci_low_s, ci_high_s   seconds per call (null on failure)
     ref_ratio        median over the in-run reference's (optional; null when not timed)
+    min_s            the least value (optional; older records lack it): what a short round
+                     ranks by (tune.session says why)
     status, reason    ok / fail / crash / timeout / error / skip, and why (empty when ok)
     kernel_version    the algorithm's code hash (registry.kernel_version)
     time              UTC ISO time the line was written
@@ -111,10 +113,23 @@ def from_row(row: Mapping[str, Any], *, host: str, round_index: int, final: bool
             "ci_low_s": _number(row.get("ci_low_s")),
             "ci_high_s": _number(row.get("ci_high_s")),
             # optional (older records lack it): the in-run reference ratio, kept for reading;
-            # rounds rank by median (tune.session says why)
+            # short rounds rank by the least value, min_s (tune.session says why)
             "ref_ratio": _number(row.get("ref_ratio")),
+            "min_s": _number(row.get("min_s")),
             "status": str(row["status"]), "reason": str(row.get("reason") or ""),
             "kernel_version": str(row.get("kernel_version") or ""), "time": time}
+
+
+def short_round_score(record: Mapping[str, Any]) -> float | None:
+    """What a round before the final ranks ``record`` by: its least value, or its median
+    where it has none (an older record); None when it is not ok.  Why the least value:
+    tune.session's docstring."""
+    if record.get("status") != OK:
+        return None
+    value = record.get("min_s")
+    if value is None:
+        value = record.get("median_s")
+    return None if value is None else float(value)
 
 
 def problem(record: Any) -> str | None:

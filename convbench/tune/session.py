@@ -31,6 +31,19 @@ on all 23; with OpenBLAS settled too, the halving's pick came within 3% of the g
 on 18 of 23 layers at 1 thread (regret max 6.2%; 14 of 23 and 52.6% before) and at 2
 threads (max 16.7%).  The ratio is still recorded.
 
+Rounds before the final rank by each candidate's least value, not its median: a short
+round has 3-5 values of ~1 ms, and at 2 threads on 2 CPUs anything else that runs stalls
+one of the kernel's threads, which only ever adds time.  Tuning MobileNet V2 at 2 threads
+(warm, Zen 3 host), round 0 of Conv_1 gave an nchwc variant values of 286, 1025 and 1274 us
+(two stalled): by median it ranked 10th of 18 and was dropped; its least value was the
+round's best.  In a later run at the suite's timing that variant took 270 us beside ONNX
+Runtime's 266; the pick the median left ran 0.77x the fastest library in that session's
+run (0.94x in two reruns).
+Where no value stalls the two rank alike: on 7 MobileNet V2 layers at 2 threads, scored
+against ``tune --exhaustive`` on the same records, round 0's kept third held the grid's best
+(or one within 3.4%) by both rules, Spearman's rho with the grid's medians 0.75 for both.
+The final round, at the suite's timing, picks by median.
+
 ``--transfer`` / ``--prior FILE`` cut round 0 to the candidates :mod:`.prior` ranks best
 from other layer groups' round 0s (this session's earlier groups and the prior files),
 so that the group's whole halving takes at most a fifth of its candidate count (plus the
@@ -279,9 +292,9 @@ class Session:
                 self.runner.run_group(todo[start:start + self.chunk])
                 result.measured += len(todo[start:start + self.chunk])
             result.rounds += 1
-            scores = _scores(alive, self.got)
             if self.round.final:
                 break
+            scores = _scores(alive, self.got)
             keep = set(schedule.select(scores))
             alive = [c for c in alive if c.variant.id in keep]
             index += 1
@@ -346,14 +359,10 @@ def _say(line: str) -> None:
 
 def _scores(alive: Sequence[Case], got: Mapping[str, Mapping[str, Any]]
             ) -> dict[str, float | None]:
-    """The round's score per candidate: its median (None when it failed or left no
-    record); see the module's docstring for why not the reference ratio."""
-    scores: dict[str, float | None] = {}
-    for case in alive:
-        record = got.get(case.variant.id) or {}
-        ok = record.get("status") == records.OK and record.get("median_s") is not None
-        scores[case.variant.id] = float(record["median_s"]) if ok else None
-    return scores
+    """A short round's score per candidate (:func:`.records.short_round_score`; None when
+    it left no record)."""
+    return {case.variant.id: records.short_round_score(got.get(case.variant.id) or {})
+            for case in alive}
 
 
 def tune_suite(suite_path: str | Path, options: RunOptions, records_path: Path | None = None,
