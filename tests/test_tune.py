@@ -186,7 +186,7 @@ def test_candidates_generated_per_layer_baselines_left_out(tmp_path):
     assert len(narrowed.cases) == len(found.cases) - 4
 
 
-def test_a_round_split_over_workers_ranks_by_median_not_reference_ratio():
+def test_a_round_split_over_workers_ranks_by_time_not_reference_ratio():
     # ResNet-50 res3a_branch2c, round 0 on the AMD host: the in-run reference took 0.92 ms
     # in the first worker and 3.28 ms in the nchwc worker, so by reference ratio nchwc
     # (3.42 ms) beat im2col (2.58 ms), the grid's best, and im2col was dropped

@@ -19,7 +19,7 @@ recorded stays, and the outcome lists the groups left (``--resume`` measures wha
 round lacks).  Checking only between rounds let ``--budget 30`` run 7.5 minutes: round 0 of
 ResNet-18's conv1 had 211 candidates, most of them nchwc variants that each compile.
 
-A round ranks by median, also when it is split over several workers.  It used to rank a
+A round ranks by time (below: which), also when it is split over several workers.  It used to rank a
 split round by the in-run reference ratio (to absorb drift between the workers), but the
 reference itself was not stable across workers (OpenBLAS's slow state, settled at worker
 start since: :mod:`convbench.harness.threads`): tuning ResNet-50 at 1 thread on the AMD host,
