@@ -228,12 +228,12 @@ def _gather_taps(x, xs, kh_len, kw_len, sh, sw, ph, pw, dh, dw):  # pragma: no c
 
 @cache
 def _plane_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int, taps: int = 1):
-    """The kernel of a pointwise layer (1 x 1, stride 1, no padding), whose output pixels
-    of one channel block are one contiguous run, as are its input pixels: reg_n x oc_bn
-    tiles along the whole H x W plane, and a ``tail`` x oc_bn tile (compiled in) for the
-    plane's last H x W mod reg_n pixels, so no tile computes or reads past the plane.
-    ``taps`` > 1: the input holds a plane per kernel tap (:func:`_gather_taps`) and a tile
-    sums over them as over channel blocks.
+    """The kernel of a layer :func:`plane_tiled` names, whose output pixels of one channel
+    block are one contiguous run, as are the input pixels it reads (a pointwise layer's
+    input in place, or the planes :func:`_gather_taps` gathered): reg_n x oc_bn tiles along
+    the whole H x W plane, and a ``tail`` x oc_bn tile (compiled in) for the plane's last
+    H x W mod reg_n pixels, so no tile computes or reads past the plane.  ``taps`` > 1: the
+    input holds a plane per kernel tap and a tile sums over them as over channel blocks.
 
     Tiles along each row would leave a 7- or 14-wide row to reg_n = 7 or 14 (7 x 16 spills
     AVX2's 16 ymm) or compute idle accumulators (6 + 6 for 7 pixels).  MobileNet V2's
