@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -186,22 +187,23 @@ def test_candidates_generated_per_layer_baselines_left_out(tmp_path):
     assert len(narrowed.cases) == len(found.cases) - 4
 
 
+def _case_of(variant: str) -> SimpleNamespace:
+    """A stand-in for a plan's case where only its variant id is read (tune.session's
+    _scores)."""
+    return SimpleNamespace(variant=SimpleNamespace(id=variant))
+
+
 def test_a_round_split_over_workers_ranks_by_time_not_reference_ratio():
     # ResNet-50 res3a_branch2c, round 0 on the AMD host: the in-run reference took 0.92 ms
     # in the first worker and 3.28 ms in the nchwc worker, so by reference ratio nchwc
     # (3.42 ms) beat im2col (2.58 ms), the grid's best, and im2col was dropped
-    from types import SimpleNamespace
-
     from convbench.tune.session import _scores
-
-    def case(variant):
-        return SimpleNamespace(variant=SimpleNamespace(id=variant))
 
     got = {"im2col": {"status": "ok", "median_s": 2.576e-3, "ref_ratio": 2.807},
            "nchwc": {"status": "ok", "median_s": 3.420e-3, "ref_ratio": 1.043},
            "direct": {"status": "ok", "median_s": 26.09e-3, "ref_ratio": 25.69},
            "broken": {"status": "fail", "median_s": None, "ref_ratio": None}}
-    scores = _scores([case(v) for v in [*got, "unmeasured"]], got)
+    scores = _scores([_case_of(v) for v in [*got, "unmeasured"]], got)
     assert scores == {"im2col": 2.576e-3, "nchwc": 3.420e-3, "direct": 26.09e-3,
                       "broken": None, "unmeasured": None}
     assert schedule.select(scores) == ["im2col"]
@@ -212,19 +214,14 @@ def test_a_short_round_ranks_by_least_value_an_older_record_by_median():
     # values each of ~1 ms, and two of an nchwc variant's three were stalled 3-4x, so by
     # median it ranked 10th of 18 and was dropped; its least value was the round's best.
     # The kernel ran 264-270 us in a longer run, the variants that went on 289-385.
-    from types import SimpleNamespace
-
     from convbench.tune.session import _scores
-
-    def case(variant):
-        return SimpleNamespace(variant=SimpleNamespace(id=variant))
 
     got = {"ic_bn=16/reg_n=6": {"status": "ok", "median_s": 1025e-6, "min_s": 286e-6},
            "ic_bn=20/reg_n=6": {"status": "ok", "median_s": 386e-6, "min_s": 337e-6},
            "spatial_pack": {"status": "ok", "median_s": 669e-6, "min_s": 660e-6},
            "older": {"status": "ok", "median_s": 500e-6},          # written before min_s
            "broken": {"status": "fail", "median_s": None, "min_s": None}}
-    scores = _scores([case(v) for v in got], got)
+    scores = _scores([_case_of(v) for v in got], got)
     assert scores == {"ic_bn=16/reg_n=6": 286e-6, "ic_bn=20/reg_n=6": 337e-6,
                       "spatial_pack": 660e-6, "older": 500e-6, "broken": None}
     assert schedule.select(scores) == ["ic_bn=16/reg_n=6", "ic_bn=20/reg_n=6"]
