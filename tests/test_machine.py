@@ -159,6 +159,27 @@ def test_peak_operands_give_each_thread_whole_cache_lines():
         assert np.all(x[:, 1] > x[:, 0]) and a.dtype == b.dtype == x.dtype == np.float32
 
 
+def test_the_peak_tile_performs_the_fmas_it_is_credited_with():
+    """The register-tile peak kernel adds, per pass and thread, the TILE_ROWS x width
+    product of its operands over TILE_DEPTH steps (what tile_flops counts), in packed FMAs
+    and none scalar (which width LLVM used is the peak's check: _peak_kernels)."""
+    from convbench import host
+    from convbench.kernels.asm import dispatcher_asm, fp_profile
+    from convbench.machine import kernels
+
+    lanes = host.register_file().lanes
+    rows, depth, width = kernels.TILE_ROWS, kernels.TILE_DEPTH, 2 * lanes
+    x, w, y = kernels.tile_operands(2, lanes)
+    tile = kernels.fma_tile(lanes)
+    tile(3, x, w, y)
+    want = 3 * np.einsum("tkr,kc->trc", x.reshape(2, depth, rows).astype(np.float64),
+                         w.reshape(depth, width).astype(np.float64))
+    np.testing.assert_allclose(y.reshape(2, rows, width), want, rtol=1e-5)
+    assert kernels.tile_flops(3, 2, lanes) == 2 * 3 * 2 * rows * width * depth
+    profile = fp_profile(dispatcher_asm(tile))
+    assert profile.scalar_fma == 0 and profile.total_packed_fma >= 2 * rows, profile
+
+
 def test_a_multi_thread_peak_far_below_linear_is_measured_again(monkeypatch):
     """Two threads that ran at the rate of one (seen on the Zen 4 host for whole
     measurements) are measured again, the best attempt kept; retries are bounded, and a
@@ -176,7 +197,9 @@ def test_a_multi_thread_peak_far_below_linear_is_measured_again(monkeypatch):
         return n, script.pop(0) * n if script else 1e-9 * n
 
     monkeypatch.setattr(timing, "best_seconds", scripted)
-    monkeypatch.setattr(peak, "_sixteen_vector_registers", lambda _features: True)  # 8 chains
+    eight = peak.PeakKernel("8 chains", kernels.fma_chains, kernels.fma_operands,
+                            kernels.fma_flops)
+    monkeypatch.setattr(peak, "_peak_kernels", lambda _features: [eight])   # one kernel
     per_call = 2 * kernels.CHAINS * kernels.LANES * kernels.STEPS   # flops per n per thread
     one = 1e-9 * per_call / 100.0                 # 100 GFLOP/s on one thread
     # two threads at one thread's total rate four times, then at twice it

@@ -6,11 +6,16 @@ width to take effect, which is why :mod:`.peak` runs each width in its own proce
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numba
 import numpy as np
 from numba import njit, prange
 
-from convbench.kernels.buffers import page_aligned
+from convbench.kernels._numba_support import cached_closure
+from convbench.kernels.buffers import page_aligned, page_aligned_zeros
+from convbench.kernels.register_tile import tile_fma, tile_store, tile_zero
 
 # FMA chains: each (thread, chain, lane) is one dependent chain x <- x*a + b.  A core
 # needs latency x pipes independent vector chains in flight to keep its FMA units busy:
@@ -157,6 +162,56 @@ def fma_operands(threads: int, chains: int = CHAINS
     x = np.empty((threads, chains, LANES), np.float32)
     x[:] = (1.0 + 1e-2 * np.arange(chains, dtype=np.float32))[:, None]
     return a, b, page_aligned(x)
+
+
+# A register tile as the conv kernels compute one (kernels.register_tile): per step, one
+# input broadcast times a row of two vector registers of weights into each of TILE_ROWS
+# accumulator rows, the operands read from L1.  The chain kernels keep every operand in a
+# register, yet on the Zen 5 host (1 thread, 512-bit) they reached 234-250 GFLOP/s where
+# this tile reached 249-262, and nchwc ran ResNet-50's 1x1 layers at 255-266 (51 cases of
+# a run flagged above 100% of the chains' peak).  6 rows of 2 registers: 12 accumulators,
+# past latency x pipes on every core here, and with the 2 weight registers and the
+# broadcast 15 registers, within AVX2's 16.
+TILE_ROWS = 6
+TILE_DEPTH = 256
+
+
+@functools.cache
+def fma_tile(lanes: int) -> Callable[..., None]:
+    """The tile kernel for vectors of ``lanes`` float32 (the width being measured: 16 at
+    512 bits, 8 at 256, 4 on NEON), compiled once per width.  ``n`` passes per thread of
+    TILE_DEPTH steps; x: (threads, TILE_DEPTH * TILE_ROWS), w: (TILE_DEPTH * width,),
+    y: (threads, TILE_ROWS * width), each pass's tile added to y."""
+    width = 2 * lanes
+
+    @cached_closure(f"r{TILE_ROWS}w{width}", fastmath={"contract"}, parallel=True)
+    def kernel(n, x, w, y):  # pragma: no cover - jitted
+        for t in prange(y.shape[0]):
+            xt = x[t]
+            yt = y[t]
+            for _ in range(n):
+                acc = tile_zero(TILE_ROWS, width)
+                for k in range(TILE_DEPTH):
+                    tile_fma(acc, xt, k * TILE_ROWS, 1, w, k * width, TILE_ROWS, width)
+                tile_store(acc, yt, 0, width, TILE_ROWS, TILE_ROWS, width, True)
+
+    return kernel
+
+
+def tile_flops(n: int, threads: int, lanes: int) -> int:
+    """FLOPs of one :func:`fma_tile` call (an FMA counts as two)."""
+    return 2 * n * threads * TILE_ROWS * 2 * lanes * TILE_DEPTH
+
+
+def tile_operands(threads: int, lanes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Inputs and weights in [0.5, 1) and a zeroed output, page-aligned (each thread's
+    rows whole cache lines); a pass adds at most TILE_DEPTH to an output, so sums stay
+    far from overflow however long the measurement."""
+    rng = np.random.default_rng(0)
+    x = page_aligned(rng.uniform(0.5, 1.0, (threads, TILE_DEPTH * TILE_ROWS)).astype(np.float32))
+    w = page_aligned(rng.uniform(0.5, 1.0, TILE_DEPTH * 2 * lanes).astype(np.float32))
+    y = page_aligned_zeros((threads, TILE_ROWS * 2 * lanes))
+    return x, w, y
 
 
 # Clock: integer add then xor, each one cycle of latency on every current core, each

@@ -1,22 +1,27 @@
-"""FP32 peak: an FMA micro-benchmark at each explicit vector width (x86: 256 and 512 bits;
-aarch64: 128), 1..N threads.
+"""FP32 peak: FMA micro-benchmarks (independent chains, and a register tile as the conv
+kernels compute one) at each explicit vector width (x86: 256 and 512 bits; aarch64: 128),
+1..N threads; the peak is the best of them, since a limit is a maximum.
 
 The width is fixed by ``NUMBA_CPU_FEATURES`` (:func:`convbench.host.cpu_features`, the same
 string the kernels' workers run under), which numba reads once at import, so each width
 runs in its own process: ``python -m convbench.machine.peak --width 512 --threads 1,2``
-prints one JSON object.  The assembly of the compiled kernel is read back to record the
+prints one JSON object.  The assembly of the compiled kernels is read back to record the
 width LLVM actually used; a width the host cannot execute is reported as missing, not
-invented.
+invented.  Measured on the Zen 5 host (1 thread, 512-bit): 8 chains 234-250 GFLOP/s, the
+6 x 32 tile 266-268, prepacked oneDNN up to 278 on a ResNet-50 3x3 layer.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from convbench import host
@@ -39,36 +44,79 @@ SCALING_PLAUSIBLE = 0.9
 SCALING_RETRIES = 4
 
 
+@dataclass(frozen=True)
+class PeakKernel:
+    """One FMA code the peak is measured with: its name, the compiled kernel, its operands
+    for a thread count and its FLOPs for ``n`` rounds on that many threads."""
+
+    name: str
+    kernel: Callable[..., None]
+    operands: Callable[[int], tuple[Any, ...]]
+    flops: Callable[[int, int], int]
+
+
+def _peak_kernels(features: str) -> list[PeakKernel]:
+    """The 8- and 16-chain kernels and the register tile at the width ``features`` compile
+    for.  The 16-chain kernel spills with AVX2's 16 registers and cannot win
+    (kernels.WIDE_CHAINS): not compiling it saves ~3 s of a host's first run (AMD znver1:
+    8 chains won, 17 GFLOP/s)."""
+    from convbench.kernels.asm import dispatcher_asm, fp_profile
+    from convbench.machine import kernels
+
+    found = [PeakKernel(f"{n_chains} chains", kernel,
+                        functools.partial(kernels.fma_operands, chains=n_chains),
+                        functools.partial(kernels.fma_flops, chains=n_chains, steps=steps))
+             for kernel, n_chains, steps in
+             ((kernels.fma_chains, kernels.CHAINS, kernels.STEPS),
+              (kernels.fma_chains_wide, kernels.WIDE_CHAINS, kernels.WIDE_STEPS))]
+    if _sixteen_vector_registers(features):
+        found = found[:1]
+    lanes = _lanes(features)
+    tile = PeakKernel(f"{kernels.TILE_ROWS} x {2 * lanes} tile", kernels.fma_tile(lanes),
+                      functools.partial(kernels.tile_operands, lanes=lanes),
+                      functools.partial(kernels.tile_flops, lanes=lanes))
+    # Only code of the width being measured gives its peak: at 256 bits on the Zen 5 host
+    # LLVM fused the tile's 8-lane vectors into zmm FMAs (204 GFLOP/s on 1 thread, past
+    # the 136 that 256-bit code can do at its clock); the chain kernels stayed in ymm.
+    tile.kernel(1, *tile.operands(1))
+    if fp_profile(dispatcher_asm(tile.kernel)).widest == 32 * lanes:
+        found.append(tile)
+    return found
+
+
+def _lanes(features: str) -> int:
+    """float32 lanes of the vectors code compiled under ``features`` uses: 16 with AVX-512
+    unless 256-bit code is preferred, 8 on other x86, 4 (NEON) on aarch64."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return 4
+    return 16 if "+avx512f" in features and "+prefer-256-bit" not in features else 8
+
+
 def _measure_here(threads: list[int], min_seconds: float, repeats: int) -> dict[str, Any]:
     """Measure in this process (its NUMBA_CPU_FEATURES already set): per thread count the
-    better of the 8- and 16-chain FMA kernels (``chains`` says which)."""
+    best of the FMA kernels (``kernel`` says which)."""
     from convbench.kernels.asm import dispatcher_asm, fp_profile
     from convbench.machine import kernels
     from convbench.machine.timing import best_seconds
 
-    variants = ((kernels.fma_chains, kernels.CHAINS, kernels.STEPS),
-                (kernels.fma_chains_wide, kernels.WIDE_CHAINS, kernels.WIDE_STEPS))
     features = os.environ.get(host.FEATURES_ENV) or host.cpu_features("512") or ""
-    if _sixteen_vector_registers(features):
-        # the 16-chain kernel spills there and cannot win (kernels.WIDE_CHAINS); not
-        # compiling it saves ~3 s of a host's first run (AMD znver1: 8 chains won, 17 GFLOP/s)
-        variants = variants[:1]
+    variants = _peak_kernels(features)
 
-    def best_rate(t: int) -> tuple[float, int]:
-        """GFLOP/s of the faster kernel on ``t`` threads, and its chain count."""
+    def best_rate(t: int) -> tuple[float, str]:
+        """GFLOP/s of the fastest kernel on ``t`` threads, and its name."""
         kernels.set_threads(t)
-        best = (0.0, 0)
-        for kernel, n_chains, steps in variants:
-            a, b, x = kernels.fma_operands(t, n_chains)
+        best = (0.0, "")
+        for v in variants:
+            operands = v.operands(t)
             n, seconds = best_seconds(
-                lambda n, a=a, b=b, x=x, k=kernel: k(n, a, b, x), min_seconds, repeats)
-            rate = kernels.fma_flops(n, t, n_chains, steps) / seconds / 1e9
+                lambda n, ops=operands, k=v.kernel: k(n, *ops), min_seconds, repeats)
+            rate = v.flops(n, t) / seconds / 1e9
             if rate > best[0]:
-                best = (rate, n_chains)
+                best = (rate, v.name)
         return best
 
     gflops: dict[str, float] = {}
-    chains: dict[str, int] = {}
+    winner: dict[str, str] = {}
     one_thread = None   # the rate multi-thread figures are judged against (SCALING_*)
     unscaled: dict[str, float] = {}   # thread count -> its peak over the 1-thread one
     for t in sorted(threads):
@@ -77,24 +125,24 @@ def _measure_here(threads: list[int], min_seconds: float, repeats: int) -> dict[
             # (first_use.limits_for_run): the 1-thread reference is measured, not reported
             one_thread = best_rate(1)[0]
         for _attempt in range(1 + (SCALING_RETRIES if t > 1 else 0)):
-            rate, n_chains = best_rate(t)
+            rate, name = best_rate(t)
             if rate > gflops.get(str(t), 0.0):
-                gflops[str(t)], chains[str(t)] = rate, n_chains
+                gflops[str(t)], winner[str(t)] = rate, name
             if t == 1 or gflops[str(t)] >= SCALING_PLAUSIBLE * t * one_thread:
                 break
         else:   # still implausible after every attempt: the caller notes it
             unscaled[str(t)] = gflops[str(t)] / one_thread
         if t == 1:
             one_thread = gflops["1"]
-    # the width LLVM used is the narrower of the two kernels' (a peak at a width must be
+    # the width LLVM used is the narrowest of the kernels' (a peak at a width must be
     # reached by code of that width)
-    profiles = [fp_profile(dispatcher_asm(k)) for k, _, _ in variants]
+    profiles = [fp_profile(dispatcher_asm(v.kernel)) for v in variants]
     widths = [p.widest for p in profiles]
     packed: dict[str, int] = {}
     for p in profiles:
         for w, c in p.packed_fma.items():
             packed[str(w)] = packed.get(str(w), 0) + c
-    return {"gflops": gflops, "chains": chains, "unscaled": unscaled,
+    return {"gflops": gflops, "kernel": winner, "unscaled": unscaled,
             "asm_width": None if None in widths else min(widths), "packed_fma": packed}
 
 

@@ -5,9 +5,9 @@ can be moved with ``$CONVBENCH_MACHINE_DIR``).  The host key joins the host name
 of the CPU model, CPU count and cache sizes, because the same host name has been seen on
 different CPUs between sessions (BRIEF.md).
 
-The JSON object (``FORMAT_VERSION`` 2)::
+The JSON object (``FORMAT_VERSION`` 3)::
 
-    format_version   2
+    format_version   3
     host             {"hostname", "cpu_model", "cpus", "key"}
     measured         UTC ISO time
     quick            true when measured with a quick profile (shorter, noisier)
@@ -31,9 +31,11 @@ All keys of the nested maps are strings (JSON).  :func:`peak_for`, :func:`bandwi
 :func:`roofline_for` look figures up by int thread count and width ("auto" = the best width
 measured).
 
-Format 1 (no curve: one triad per sysfs level) is not loaded: its "L3" figure could be a
-DRAM figure (the 480 MiB sysfs L3 above), so :func:`machine_limits` answers None and the next
-``convbench run`` measures again (``convbench machine`` overwrites it).  Results directories
+Older formats are not loaded, so :func:`machine_limits` answers None and the next
+``convbench run`` measures again (``convbench machine`` overwrites it): format 1 (no curve:
+one triad per sysfs level) because its "L3" figure could be a DRAM figure (the 480 MiB sysfs
+L3 above); format 2 because its peak came from FMA chains alone, which the register tile
+beats by 6-9% on the Zen 5 host (machine.peak).  Results directories
 keep the limits they were run with in environment.json, whatever their format; the report
 draws their level roofs from ``bandwidth_gbs``, which both formats have.
 """
@@ -52,7 +54,7 @@ from typing import Any
 
 from convbench import host
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 def default_dir() -> Path:
