@@ -52,7 +52,15 @@ V = 16   # channels per packed weight block: one zmm register of float32
 # whole tiles and a half one per row) was the fastest own variant at 2 threads, ORT's time
 # / ours 0.92 against 0.89 for the best tile of that rule (Zen 4, in-process, best of 7);
 # at 1 thread NCHW16c 1 x 7 (as NeoCPU's reg_n = 7) ran 1.07-1.16x faster than 1 x 8 there.
-TILES = ("1x2", "1x4", "1x7", "1x8", "2x4", "2x7")
+# 2 x 2 and 1 x 1 for the stride-2 layers, where a wider tile's 4x new input per output
+# does not pay for its register pressure.  MobileNet V1's four stride-2 layers, Zen 5 host,
+# NHWC, ORT time / ours: in a probe process round-robin with ORT's NCHW16c kernel, at 1
+# thread 2 x 2 1.00 / 0.98 / 0.91 (conv_dw_2, _4, _6) where the best swept tile had 0.99 /
+# 0.94 / 0.84, and 1 x 1 0.91 on conv_dw_12 (7 x 7 outputs) against 0.82; at 2 threads 2 x 2
+# 1.04 / 1.01 / 1.00 / 0.93 against 0.99 / 0.91 / 0.94 / 0.92.  In `convbench run` after
+# `convbench tune` (ORT faster there than in the probe) the gain was smaller: 1 thread
+# 0.89 / 0.87 / 0.91 / 0.77 against 0.90 / 0.85 / 0.79 / 0.77 before, 2 x 2 picked on three.
+TILES = ("1x1", "1x2", "2x2", "1x4", "1x7", "1x8", "2x4", "2x7")
 DEFAULT_TILE = "2x4"
 ORDERS = ("tiles", "blocks")
 BLOCKED = f"nchw{V}c"   # NCHW[x]c with x = V: one channel block per packed weight block
