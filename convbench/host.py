@@ -246,6 +246,15 @@ def cpu_features(width: str) -> str | None:
     return ",".join(features)
 
 
+def feature_lanes(features: str) -> int:
+    """float32 lanes of the vectors loop code compiled under ``features`` (a
+    :func:`cpu_features` string) uses: 16 with AVX-512 unless 256-bit code is preferred,
+    8 on other x86, 4 (NEON) on aarch64."""
+    if detect_cpu().arch not in _X86:
+        return 4
+    return 16 if "+avx512f" in features and f"+{_PREFER_256}" not in features else 8
+
+
 # -- the vector register file the kernels plan their register tiles for --------------
 @dataclass(frozen=True)
 class RegisterFile:

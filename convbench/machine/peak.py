@@ -71,7 +71,7 @@ def _peak_kernels(features: str) -> list[PeakKernel]:
               (kernels.fma_chains_wide, kernels.WIDE_CHAINS, kernels.WIDE_STEPS))]
     if _sixteen_vector_registers(features):
         found = found[:1]
-    lanes = _lanes(features)
+    lanes = host.feature_lanes(features)
     tile = PeakKernel(f"{kernels.TILE_ROWS} x {2 * lanes} tile", kernels.fma_tile(lanes),
                       functools.partial(kernels.tile_operands, lanes=lanes),
                       functools.partial(kernels.tile_flops, lanes=lanes))
@@ -82,14 +82,6 @@ def _peak_kernels(features: str) -> list[PeakKernel]:
     if fp_profile(dispatcher_asm(tile.kernel)).widest == 32 * lanes:
         found.append(tile)
     return found
-
-
-def _lanes(features: str) -> int:
-    """float32 lanes of the vectors code compiled under ``features`` uses: 16 with AVX-512
-    unless 256-bit code is preferred, 8 on other x86, 4 (NEON) on aarch64."""
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return 4
-    return 16 if "+avx512f" in features and "+prefer-256-bit" not in features else 8
 
 
 def _measure_here(threads: list[int], min_seconds: float, repeats: int) -> dict[str, Any]:

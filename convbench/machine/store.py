@@ -37,7 +37,7 @@ one triad per sysfs level) because its "L3" figure could be a DRAM figure (the 4
 L3 above); format 2 because its peak came from FMA chains alone, which the register tile
 beats by 6-9% on the Zen 5 host (machine.peak).  Results directories
 keep the limits they were run with in environment.json, whatever their format; the report
-draws their level roofs from ``bandwidth_gbs``, which both formats have.
+draws their level roofs from ``bandwidth_gbs``, which every format has.
 """
 
 from __future__ import annotations
