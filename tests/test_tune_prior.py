@@ -33,7 +33,8 @@ def test_the_prior_ranks_by_other_layers_and_explores_an_unseen_family():
              _evidence("mb1ic128ih28oc512oh28kh1ph0", {A: 1.1, B: 1.0})]
     unseen = prior.Config.of("spatial_pack", "nhwc", {"MR": 4})
     also_unseen = prior.Config.of("spatial_pack", "nhwc", {"MR": 8})
-    order, exploring = prior.rank(ONE_BY_ONE, [B, unseen, A, also_unseen], known)
+    ranked = prior.rank(ONE_BY_ONE, [B, unseen, A, also_unseen], known)
+    order, exploring = ranked.order, ranked.exploring
     # A: the nearer layer (2 octaves from ONE_BY_ONE, the other 6) says A wins by 2x, the
     # far one says B by 10%; the unseen family's first candidate is tried as if it tied the best,
     # its second is not
@@ -57,7 +58,37 @@ def test_far_evidence_alone_is_no_prior_and_a_far_only_family_is_explored():
     # Winograd is explored (ranked as if it tied the best: after BLOCKED, by candidate
     # order), not ranked last
     near = _evidence("mb1ic64ih112oc64oh112kh3ph1", {BLOCKED: 1.0, A: 2.0})
-    assert prior.rank(conv1_2, [A, BLOCKED, wino], [conv1_1, near])[0] == [1, 2, 0]
+    assert prior.rank(conv1_2, [A, BLOCKED, wino], [conv1_1, near]).order == [1, 2, 0]
+
+
+def test_a_family_known_only_from_far_layers_gets_its_best_ranked_measured():
+    """ResNet-50's res5b_branch2b (7 x 7) knew Winograd only from res4b_branch2b (14 x 14,
+    4 octaves away), where F(2x2) lost 2.6x; at 7 x 7 it wins.  A thinly evidenced family is
+    ranked from its evidence but its best-ranked candidate is measured all the same; a
+    family with evidence within 2 octaves (here: the stride-2 layer of the same size,
+    weighing a quarter) is not checked."""
+    def wino(m: int, tile_block: int) -> prior.Config:
+        return prior.Config.of(f"winograd{m}x{m}", "nhwc", {"tile_block": tile_block})
+
+    blocked2 = prior.Config.of("nchwc", "nchwxc", {"ic_bn": 32, "oc_bn": 16, "reg_n": 8})
+    res4b = _evidence("mb1ic256ih14oc256oh14kh3ph1",
+                      {wino(4, 64): 1.0, wino(4, 256): 1.05, wino(2, 64): 2.6, BLOCKED: 1.5})
+    res5a = _evidence("mb1ic512ih14oc512oh7kh3sh2ph1", {BLOCKED: 1.0, blocked2: 1.2})
+    res5b = parse_descriptor("mb1ic512ih7oc512oh7kh3ph1")
+    assert prior.group_weight(res5b, res4b.problem) < prior.SURE_WEIGHT
+    assert prior.group_weight(res5b, res5a.problem) == prior.SURE_WEIGHT
+    candidates = [BLOCKED, blocked2, wino(4, 64), wino(4, 256), wino(2, 256), wino(2, 64)]
+    ranked = prior.rank(res5b, candidates, [res4b, res5a])
+    assert ranked.order == [2, 3, 0, 1, 5, 4]
+    # each Winograd family's best-ranked: F(2x2) at tile_block 64, the one res4b measured
+    assert (ranked.unsure, ranked.exploring) == ({2, 5}, set())
+    layouts = [("nchw16c", "nchw16c")] * 2 + [("nhwc", "nhwc")] * 4
+    # the top two and F(2x2)'s best, then the blocked cover (no NCHW candidate exists)
+    assert prior.layout_cover(ranked.order, layouts, 2, unsure=ranked.unsure) == [2, 3, 5, 0]
+    assert prior.layout_cover(ranked.order, layouts, 2) == [2, 3, 0]
+    # a thin family predicted far slower than the best is not checked: F(2x2) at 5x
+    res4b_slower = _evidence(str(res4b.problem), {**res4b.slowdown, wino(2, 64): 5.0})
+    assert prior.rank(res5b, candidates, [res4b_slower, res5a]).unsure == {2}
 
 
 def test_an_unmeasured_config_takes_its_nearest_neighbours_slowdown_plus_the_distance():
@@ -69,7 +100,7 @@ def test_an_unmeasured_config_takes_its_nearest_neighbours_slowdown_plus_the_dis
     known = [_evidence("mb1ic64ih56oc256oh56kh1ph0", {BLOCKED: 1.0, A: 3.0})]
     # near: 1 octave off a winner (log2 slowdown 1) beats A measured 3x slower (1.58);
     # far: 3 octaves off loses to both
-    assert prior.rank(ONE_BY_ONE, [far, A, near], known)[0] == [2, 1, 0]
+    assert prior.rank(ONE_BY_ONE, [far, A, near], known).order == [2, 1, 0]
 
 
 def test_another_stride_counts_a_quarter():
@@ -138,8 +169,8 @@ def test_a_prior_from_another_layer_measures_only_its_best_ranked(tuned, tmp_pat
     configs = [prior.Config.of(r["algorithm"], r["layout"], r["params"]) for r in tuned_first]
     layouts = [registry.get(r["algorithm"]).activation_layouts(r["layout"], r["params"])
                for r in tuned_first]
-    order, exploring = prior.rank(parse_descriptor(found[0]["descriptor"]), configs, known)
-    field = prior.layout_cover(order, layouts, 3, exploring)
+    ranked = prior.rank(parse_descriptor(found[0]["descriptor"]), configs, known)
+    field = prior.layout_cover(ranked.order, layouts, 3, ranked.exploring, (), ranked.unsure)
     assert {prior.Config.of(r["algorithm"], r["layout"], r["params"]) for r in first} == \
         {configs[i] for i in field}
     assert {layouts[i] for i in field} >= {("nchw", "nchw"), ("nhwc", "nhwc")}

@@ -23,6 +23,11 @@ with no fitted parameters:
 - a family with no evidence in the class, or only far evidence (weights summing below
   :data:`MIN_WEIGHT`), is explored, not guessed: its first candidate (the space's default
   comes first) is ranked as if it tied the best;
+- a family with thin evidence (weights summing below :data:`SURE_WEIGHT`: nothing of its
+  stride within 2 octaves) is ranked from it, but its best-ranked candidate is measured
+  in round 0 whether or not it made the top (:attr:`Ranking.unsure`) unless it is
+  predicted more than :data:`UNSURE_SLOWDOWN` slower than the best: a family's rank can
+  turn between layers that far apart, though not by orders of magnitude;
 - round 0 also measures the best-ranked candidate of each layout the global plan needs
   (NCHW, NHWC, each blocked layout the top reads or writes, or one blocked layout; each
   read and written) where the top lacks one (:func:`layout_cover`): a few more short
@@ -52,6 +57,18 @@ STRIDE_WEIGHT = 0.25   # a group of another stride counts this much (Winograd ne
 # slower than the Winograd picks once conv1_2 had its full halving.  (2^-3 would also give
 # ResNet-50's six stride-2 layers full halvings: their nearest evidence weighs 2^-4.)
 MIN_WEIGHT = 2.0 ** -4
+# Evidence weighing less than this is a ranking, not a verdict: each family judged only on
+# it gets its best-ranked candidate measured.  Tuning ResNet-50 with --transfer (Zen 5 host,
+# 1 thread, warm), res5b_branch2b (7 x 7, 512 -> 512) knew Winograd only from res4b_branch2b
+# (14 x 14, 256 -> 256: 4 octaves), where F(2x2) ran 2.6x slower than F(4x4); F(2x2) was never
+# measured and the tune picked F(4x4) at 912 us, where the grid's best is F(2x2) at 645 us:
+# at 49 output pixels the layer streams its transformed weights, (m + 2)^2 / 9 of the raw
+# 9.4 MB (F(4x4) 37.7 MB, F(2x2) 16.8 MB), so the smaller tile wins there.
+SURE_WEIGHT = 2.0 ** -2
+# ... but a family predicted this much slower than the best is not checked: with no bound the
+# check measured ResNet-50's direct kernels (24-80x slower than nchwc) on every 1 x 1 layer,
+# 18% more measurements over the network's transfer-tuned layers; F(2x2) was predicted 2.6x.
+UNSURE_SLOWDOWN = 4.0
 
 
 @dataclass(frozen=True)
@@ -143,18 +160,27 @@ def evidence(records: Iterable[Mapping[str, Any]]) -> list[Evidence]:
     return found
 
 
+@dataclass(frozen=True)
+class Ranking:
+    """The prior's verdict on one layer's candidates (indices into them)."""
+
+    order: list[int]     # most to least promising
+    exploring: set[int]  # an unseen family's first, ranked as a tie with no evidence behind it
+    unsure: set[int]     # the best-ranked of each family with thin evidence (SURE_WEIGHT)
+
+
 def rank(problem: ConvProblem, candidates: Sequence[Config],
-         known: Sequence[Evidence]) -> tuple[list[int], set[int]] | None:
-    """Indices of ``candidates`` from most to least promising for ``problem``, and which of
-    them are there only to explore a family the evidence never saw (ranked first, with no
-    evidence behind them); None when no evidence group has its kernel and depthwise-ness
-    (no prior: measure them all)."""
+         known: Sequence[Evidence]) -> Ranking | None:
+    """``candidates`` from most to least promising for ``problem``, with those to explore
+    and those to check (:class:`Ranking`); None when no evidence group has its kernel and
+    depthwise-ness (no prior: measure them all)."""
     weighted = [(e, group_weight(problem, e.problem)) for e in known]
     weighted = [(e, w) for e, w in weighted if w > 0]
     if not weighted or max(w for _, w in weighted) < MIN_WEIGHT:
         return None
     explored: set[tuple[str, str]] = set()
     exploring: set[int] = set()
+    thin: set[tuple[str, str]] = set()
     scores = []
     for config in candidates:
         num = den = 0.0
@@ -168,20 +194,28 @@ def rank(problem: ConvProblem, candidates: Sequence[Config],
             den += w
         if den >= MIN_WEIGHT:
             scores.append(num / den)
+            if den < SURE_WEIGHT:
+                thin.add(config.family)
         elif config.family not in explored:      # an unseen family: try its first one
             explored.add(config.family)
             exploring.add(len(scores))
             scores.append(0.0)
         else:
             scores.append(math.inf)
-    return sorted(range(len(candidates)), key=lambda i: scores[i]), exploring
+    order = sorted(range(len(candidates)), key=lambda i: scores[i])
+    unsure: dict[tuple[str, str], int] = {}
+    for i in order:
+        if candidates[i].family in thin and scores[i] <= math.log2(UNSURE_SLOWDOWN):
+            unsure.setdefault(candidates[i].family, i)
+    return Ranking(order, exploring, set(unsure.values()))
 
 
 def layout_cover(order: Sequence[int], layouts: Sequence[tuple[str, str]],
                  size: int, exploring: Collection[int] = (),
-                 neighbours: Collection[str] = ()) -> list[int]:
+                 neighbours: Collection[str] = (), unsure: Collection[int] = ()) -> list[int]:
     """Round 0's field: the ``size`` best-ranked of ``order`` (indices into ``layouts``, each
-    candidate's (read, written) activation layouts), plus the best-ranked candidate of each
+    candidate's (read, written) activation layouts) and the ``unsure`` ones (each thinly
+    evidenced family's best-ranked, :class:`Ranking`), plus the best-ranked candidate of each
     *cover kind* the top lacks: reading and writing NCHW, NHWC, each blocked NCHW[x]c layout
     a top candidate reads or writes or ``neighbours`` holds (the blocked layouts the tuned
     variants of the network's other layers read or write), and one blocked layout where
@@ -207,6 +241,7 @@ def layout_cover(order: Sequence[int], layouts: Sequence[tuple[str, str]],
         return src if src == dst else None
 
     field = list(order[:size])
+    field += [i for i in order[size:] if i in unsure]
     known = [i for i in field if i not in exploring]
     have = {kind(layouts[i]) for i in known}
     want = ({"nchw", "nhwc"} | {lay for i in known for lay in layouts[i] if block_size(lay)}

@@ -47,7 +47,8 @@ The final round, at the suite's timing, picks by median.
 ``--transfer`` / ``--prior FILE`` cut round 0 to the candidates :mod:`.prior` ranks best
 from other layer groups' round 0s (this session's earlier groups and the prior files),
 so that the group's whole halving takes at most a fifth of its candidate count (plus the
-best-ranked NCHW, NHWC and blocked candidates the top lacks, for the global plan); a group
+best-ranked NCHW, NHWC and blocked candidates the top lacks, for the global plan, and the
+best-ranked of each family known only from layers 2 octaves away or more); a group
 with no evidence of its kernel size runs the full halving and becomes evidence.
 
 ``--exhaustive`` measures every candidate once at the suite's timing (one final round,
@@ -327,13 +328,13 @@ class Session:
         ranked = prior.rank(first.problem, configs, known)
         if ranked is None:
             return alive
-        order, exploring = ranked
         algorithms = registry.algorithms()
         layouts = [algorithms[c.variant.algorithm].activation_layouts(c.variant.layout,
                                                                       c.variant.param_dict)
                    for c in alive]
-        keep = set(prior.layout_cover(order, layouts, prior.field_size(len(alive)),
-                                      exploring, self.neighbour_layouts(comparable)))
+        keep = set(prior.layout_cover(ranked.order, layouts, prior.field_size(len(alive)),
+                                      ranked.exploring, self.neighbour_layouts(comparable),
+                                      ranked.unsure))
         return [c for i, c in enumerate(alive) if i in keep]
 
     def neighbour_layouts(self, comparable: Callable[[Mapping[str, Any]], bool]) -> set[str]:
