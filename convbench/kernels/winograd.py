@@ -399,9 +399,10 @@ class WinogradNHWC(Prepared):
                        self.n_tiles, self.tile_block, self.tiles_h, self.tiles_w, chunks)
             return
         self.xp[:, p.ph:p.ph + p.ih, p.pw:p.pw + p.iw] = x
+        threads = numba.get_num_threads()   # ~0.5 us a call (Zen 5 host): once a run
         for t0 in range(0, self.n_tiles, self.tile_block):
             nt = min(self.tile_block, self.n_tiles - t0)
-            chunks = min(nt, numba.get_num_threads())   # one scratch tile per thread
+            chunks = min(nt, threads)   # one scratch tile per thread
             self.tiles.input_transform(self.xp, self.v, t0, nt, self.tiles_h, self.tiles_w,
                                        chunks)
             if self.gemm == "own":

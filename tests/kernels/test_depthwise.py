@@ -3,6 +3,7 @@ a mis-packed kernel being caught, applicability and vectorisation."""
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -102,9 +103,7 @@ class _OneWeightGroup(depthwise.DepthwiseNCHW16c):
     """A plausible bug: every plane of the blocked view uses weight block 0."""
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
-        n, blocks, ih, iw, lanes = x.shape
-        self.serial(x.reshape(n * blocks, ih, iw, lanes), self.wp, self.zero,
-                    y.reshape(n * blocks, *y.shape[2:]), self.p.ph, self.p.pw, 1)
+        self.launch(x, self.wp, self.zero, y, self.p.ph, self.p.pw, 1)
 
 
 def test_blocked_planes_use_their_own_weights():
@@ -117,6 +116,26 @@ def test_blocked_planes_use_their_own_weights():
         _, w = make_inputs(p, 1)
         assert _run(p, depthwise.BLOCKED).passed
         assert not _run(p, depthwise.BLOCKED, _OneWeightGroup(p, w)).passed
+
+
+def test_the_kernel_launched_is_chosen_under_the_threads_it_is_built_with():
+    """The parallel loop's launch costs ~1 us on one thread, and asking numba for its
+    thread count ~0.5 us a call: the kernel is chosen once, when built (in the worker,
+    under its threads)."""
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("one CPU: numba has a single thread")
+    p = ConvProblem.make(g=32, ic=32, oc=32, ih=6, iw=6, kh=3, kw=3, ph=1, pw=1)
+    _, w = make_inputs(p, 1)
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, 2):
+            numba.set_num_threads(threads)
+            for kind in (depthwise.DepthwiseNHWC, depthwise.DepthwiseNCHW16c):
+                built = kind(p, w)
+                assert built.launch is (built.serial if threads == 1 else built.kernel)
+                assert _run(p, kind.in_layout, built).passed
+    finally:
+        numba.set_num_threads(before)
 
 
 def test_blocked_layout_has_no_block_order():
