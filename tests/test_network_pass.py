@@ -9,6 +9,7 @@ records and transform timings through ``convbench plan``, so nothing heavy is me
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -20,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from convbench.kernels import layouts, transforms
+from convbench.kernels.base import Variant
 from convbench.network import executor, glue, planfile
 from convbench.network.reference import run_op, run_reference
 from convbench.spec.network import Op
@@ -242,6 +244,22 @@ def test_a_plan_that_leaves_a_tensor_in_the_wrong_layout_is_refused(plan_dir,
                                              for s in spec.steps),
                                spec.output_transform, spec.predicted_s)
     with pytest.raises(planfile.PlanFileError, match="conv2 reads 'relu1' in nhwc"):
+        executor.NetworkPass(graph, broken, weights)
+
+
+def test_a_plan_naming_a_layout_its_algorithm_lacks_is_refused(plan_dir, reference_pass):
+    """A hand-edited plan.json whose conv names a layout its algorithm does not declare:
+    refused with the layouts it has, before anything is built."""
+    graph, _x, weights, _reference = reference_pass
+    spec = planfile.read_plan(plan_dir / "plan.json").passes["plan"]
+    first = next(s for s in spec.steps if s.variant)
+    variant = executor.variant_of(first.variant)
+    renamed = Variant(variant.algorithm, "nchw7c", variant.params).id
+    broken = planfile.PassSpec("plan", tuple(
+        dataclasses.replace(s, variant=renamed) if s is first else s for s in spec.steps),
+        spec.output_transform, spec.predicted_s)
+    with pytest.raises(planfile.PlanFileError,
+                       match=f"{first.op} .*{variant.algorithm} runs in .*, not nchw7c"):
         executor.NetworkPass(graph, broken, weights)
 
 

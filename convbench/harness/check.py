@@ -52,9 +52,9 @@ def _candidates(problem: ConvProblem, algorithms: tuple[str, ...] | None,
         yield from registry.variants(problem, algorithms, layouts, params)
         return
     alg = registry.get(variant.algorithm)
-    if variant.layout not in alg.layouts:
-        yield variant, (f"{variant.algorithm} runs in {', '.join(alg.layouts)}, not "
-                        f"{variant.layout}")
+    refusal = alg.layout_refusal(variant.layout)
+    if refusal:
+        yield variant, refusal
         return
     yield variant, alg.applies(problem, variant.layout, variant.param_dict)
 

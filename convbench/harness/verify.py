@@ -33,6 +33,9 @@ def prepare(problem: ConvProblem, variant: Variant, x_nchw: np.ndarray,
             w_oihw: np.ndarray) -> Execution:
     """Build the variant (timed: the one-time preparation) and lay out its buffers (untimed)."""
     alg = registry.get(variant.algorithm)
+    refusal = alg.layout_refusal(variant.layout)
+    if refusal:
+        raise ValueError(refusal)
     t0 = time.perf_counter()
     prepared = alg.build(problem, w_oihw, variant.layout, variant.param_dict)
     prepare_seconds = time.perf_counter() - t0

@@ -170,6 +170,15 @@ class Algorithm:
     tuning_space: TuningSpace | None = None
     layer_domains: LayerDomains | None = None
 
+    def layout_refusal(self, layout: str) -> str | None:
+        """Why ``layout`` is not one of this algorithm's (None: it is).  A builder handed
+        another layout can fall back to one of its own without a word (depthwise builds
+        NCHW), so every way in -- the sweep, ``check``, tuning records, a hand-edited
+        plan.json, the build itself -- asks this first."""
+        if layout in self.layouts:
+            return None
+        return f"{self.name} runs in {', '.join(self.layouts)}, not {layout}"
+
     def param(self, name: str) -> Param:
         for p in self.params:
             if p.name == name:

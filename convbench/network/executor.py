@@ -172,7 +172,8 @@ class NetworkPass:
         variant = variant_of(variant_id)
         algorithm = registry.get(variant.algorithm)
         problem = self.network.problem(op)
-        reason = algorithm.applies(problem, variant.layout, variant.param_dict)
+        reason = (algorithm.layout_refusal(variant.layout)
+                  or algorithm.applies(problem, variant.layout, variant.param_dict))
         if reason:
             raise PlanFileError(f"{op.name} ({variant.id}) does not apply: {reason}")
         prepared = algorithm.build(problem, self.weights[op.name], variant.layout,

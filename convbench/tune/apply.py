@@ -62,7 +62,7 @@ def tuned_case(group_case: Case, record: Mapping[str, Any]) -> Case | None:
     """The case measuring ``record``'s variant in ``group_case``'s group; None when this
     convbench cannot run it (an algorithm, layout or knob value it no longer has)."""
     alg = registry.algorithms().get(record["algorithm"])
-    if alg is None or record["layout"] not in alg.layouts:
+    if alg is None or alg.layout_refusal(record["layout"]):
         return None
     params = record["params"]
     names = {p.name for p in alg.params}

@@ -120,3 +120,18 @@ def monkeypatch_module():
     mp = pytest.MonkeyPatch()
     yield mp
     mp.undo()
+
+
+def test_a_layout_the_algorithm_does_not_declare_is_an_error_not_a_fallback():
+    """depthwise3x3's builder makes its NCHW kernel for any layout it does not know; named
+    with one (a hand-edited plan.json can), the variant is an error that says which layouts
+    it has, not an NCHW result filed under another layout's name."""
+    problem = ConvProblem.make(g=16, ic=16, oc=16, ih=6, iw=6, kh=3, kw=3, ph=1, pw=1)
+    x, w = make_inputs(problem, seed=1)
+    alg = registry.get("depthwise3x3")
+    assert alg.layout_refusal("nchw") is None
+    assert alg.layout_refusal("nchw8c") == "depthwise3x3 runs in nhwc, nchw, nchw16c, not nchw8c"
+    verdict, execution = verify(problem, Variant.of(alg.name, "nchw8c"),
+                                Reference(problem, x, w), x, w)
+    assert (verdict.status, execution) == ("error", None)
+    assert "runs in nhwc, nchw, nchw16c, not nchw8c" in verdict.reason
