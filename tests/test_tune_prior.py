@@ -10,7 +10,7 @@ import pytest
 
 from convbench.harness.options import RunOptions
 from convbench.spec.descriptor import parse_descriptor
-from convbench.tune import prior, records, schedule
+from convbench.tune import prior, records, schedule, session
 from convbench.tune.session import Session, tune_suite
 from tests.conftest import DATA
 
@@ -89,6 +89,27 @@ def test_a_family_known_only_from_far_layers_gets_its_best_ranked_measured():
     # a thin family predicted far slower than the best is not checked: F(2x2) at 5x
     res4b_slower = _evidence(str(res4b.problem), {**res4b.slowdown, wino(2, 64): 5.0})
     assert prior.rank(res5b, candidates, [res4b_slower, res5a]).unsure == {2}
+
+
+def test_a_slowdown_is_taken_net_of_the_padding_it_paid_there_and_pays_here():
+    """MobileNet V2's expanded_conv_project (32 -> 16) pads nchwc's oc_bn = 32 to twice its
+    outputs, and ran it 1.67x its best; block_1_expand (16 -> 96) pads neither block.  Net
+    of the padding, oc_bn = 32 is the better block there, and ranks first here; counted as
+    measured, it ranked last.  On a layer where it pads (oc = 48: 64 computed) it pays the
+    padding again."""
+    def blocks(ic_bn: int, oc_bn: int) -> prior.Config:
+        return prior.Config.of("nchwc", "nchwxc", {"ic_bn": ic_bn, "oc_bn": oc_bn, "reg_n": 7})
+
+    project = _evidence("mb1ic32ih112oc16oh112kh1ph0", {blocks(8, 16): 1.0, blocks(16, 32): 1.67})
+    expand = parse_descriptor("mb1ic16ih112oc96oh112kh1ph0")
+    candidates = [blocks(8, 16), blocks(16, 32)]
+    assert session._work(blocks(16, 32), project.problem) == 2.0
+    assert session._work(blocks(16, 32), expand) == 1.0
+    assert session._work(prior.Config.of("indirect", "nhwc", {"MR": 6}), expand) == 1.0
+    assert prior.rank(expand, candidates, [project]).order == [0, 1]
+    assert prior.rank(expand, candidates, [project], session._work).order == [1, 0]
+    padded = parse_descriptor("mb1ic16ih112oc48oh112kh1ph0")
+    assert prior.rank(padded, candidates, [project], session._work).order == [0, 1]
 
 
 def test_an_unmeasured_config_takes_its_nearest_neighbours_slowdown_plus_the_distance():

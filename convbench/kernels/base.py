@@ -131,6 +131,10 @@ TuningSpace = Callable[[ConvProblem], Sequence[Mapping[str, ParamValue]]]
 # (a block size larger than the channel count only pads with zeros); knobs it leaves out
 # keep their Param's domain, and a suite's ``sweep.params`` replaces either.
 LayerDomains = Callable[[ConvProblem], Mapping[str, tuple[ParamValue, ...]]]
+# The multiply-adds a variant computes per one the layer needs (>= 1: zero-padded channel
+# blocks), so the tuner's prior can tell a configuration's speed from its padding on
+# another layer (:mod:`convbench.tune.prior`).
+WorkRatio = Callable[[ConvProblem, Mapping[str, ParamValue]], float]
 
 
 def always(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]) -> str | None:
@@ -169,6 +173,7 @@ class Algorithm:
         return (layout, layout) if self.io_layouts is None else self.io_layouts(layout, params)
     tuning_space: TuningSpace | None = None
     layer_domains: LayerDomains | None = None
+    work_ratio: WorkRatio | None = None   # None: no padding, every variant computes 1.0
 
     def layout_refusal(self, layout: str) -> str | None:
         """Why ``layout`` is not one of this algorithm's (None: it is).  A builder handed

@@ -396,6 +396,16 @@ def _distance(params: Mapping[str, ParamValue]) -> float:
             + abs(np.log2(int(params["oc_bn"]) / DEFAULT_OC_BN)))
 
 
+def work_ratio(problem: ConvProblem, params: Mapping[str, ParamValue]) -> float:
+    """Multiply-adds computed per one needed: channels zero padded to whole ic_bn and oc_bn
+    blocks (oc_bn = 32 on a 16-channel layer computes twice its outputs)."""
+    def padded(channels: int, block: int) -> float:
+        return -(-channels // block) * block / channels
+
+    return (padded(problem.ic, int(params["ic_bn"]))   # type: ignore[arg-type]
+            * padded(problem.oc, int(params["oc_bn"])))   # type: ignore[arg-type]
+
+
 def _tiled_width(problem: ConvProblem) -> int:
     """The run of output pixels the kernel tiles: a row, or a 1x1 layer's plane."""
     return problem.oh * problem.ow if _reads_one_pixel(problem) else problem.ow
@@ -511,6 +521,7 @@ ALGORITHMS = [
         io_layouts=_io_layouts,
         tuning_space=tuning_space,
         layer_domains=layer_domains,
+        work_ratio=work_ratio,
         notes="Channels zero padded to whole blocks (any IC, OC); any kernel, stride, "
               "padding, dilation; groups 1. Tiles over the register file skipped. Layout "
               "transforms timed by layout_transform_seconds / info(), not in run.",

@@ -80,6 +80,7 @@ from convbench.harness.plan import Case, Plan
 from convbench.harness.runner import Runner
 from convbench.kernels import registry
 from convbench.results.store import now_utc
+from convbench.spec.problem import ConvProblem
 from convbench.tune import cache_choice, confirm, prior, records, schedule, space
 from convbench.tune.records import GroupKey
 from convbench.tune.space import group_label
@@ -325,7 +326,7 @@ class Session:
         known = prior.evidence(r for r in [*self.prior_records, *self.known] if comparable(r))
         configs = [prior.Config.of(c.variant.algorithm, c.variant.layout,
                                    dict(c.variant.params)) for c in alive]
-        ranked = prior.rank(first.problem, configs, known)
+        ranked = prior.rank(first.problem, configs, known, _work)
         if ranked is None:
             return alive
         algorithms = registry.algorithms()
@@ -349,6 +350,14 @@ class Session:
                 out.update(algorithms[tuned["algorithm"]].activation_layouts(
                     tuned["layout"], tuned["params"]))
         return out
+
+
+def _work(config: prior.Config, problem: ConvProblem) -> float:
+    """The prior's :data:`.prior.Work`: the algorithm's ``work_ratio`` (1 without one)."""
+    alg = registry.algorithms().get(config.algorithm)
+    if alg is None or alg.work_ratio is None:
+        return 1.0
+    return alg.work_ratio(problem, dict(config.params))
 
 
 def _say(line: str) -> None:
