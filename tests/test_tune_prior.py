@@ -103,13 +103,13 @@ def test_a_slowdown_is_taken_net_of_the_padding_it_paid_there_and_pays_here():
     project = _evidence("mb1ic32ih112oc16oh112kh1ph0", {blocks(8, 16): 1.0, blocks(16, 32): 1.67})
     expand = parse_descriptor("mb1ic16ih112oc96oh112kh1ph0")
     candidates = [blocks(8, 16), blocks(16, 32)]
-    assert session._work(blocks(16, 32), project.problem) == 2.0
-    assert session._work(blocks(16, 32), expand) == 1.0
-    assert session._work(prior.Config.of("indirect", "nhwc", {"MR": 6}), expand) == 1.0
+    assert session.work_of(blocks(16, 32), project.problem) == 2.0
+    assert session.work_of(blocks(16, 32), expand) == 1.0
+    assert session.work_of(prior.Config.of("indirect", "nhwc", {"MR": 6}), expand) == 1.0
     assert prior.rank(expand, candidates, [project]).order == [0, 1]
-    assert prior.rank(expand, candidates, [project], session._work).order == [1, 0]
+    assert prior.rank(expand, candidates, [project], session.work_of).order == [1, 0]
     padded = parse_descriptor("mb1ic16ih112oc48oh112kh1ph0")
-    assert prior.rank(padded, candidates, [project], session._work).order == [0, 1]
+    assert prior.rank(padded, candidates, [project], session.work_of).order == [0, 1]
 
 
 def test_an_unmeasured_config_takes_its_nearest_neighbours_slowdown_plus_the_distance():

@@ -402,8 +402,8 @@ def work_ratio(problem: ConvProblem, params: Mapping[str, ParamValue]) -> float:
     def padded(channels: int, block: int) -> float:
         return -(-channels // block) * block / channels
 
-    return (padded(problem.ic, int(params["ic_bn"]))   # type: ignore[arg-type]
-            * padded(problem.oc, int(params["oc_bn"])))   # type: ignore[arg-type]
+    return (padded(problem.ic, int(params["ic_bn"]))
+            * padded(problem.oc, int(params["oc_bn"])))
 
 
 def _tiled_width(problem: ConvProblem) -> int:

@@ -326,7 +326,7 @@ class Session:
         known = prior.evidence(r for r in [*self.prior_records, *self.known] if comparable(r))
         configs = [prior.Config.of(c.variant.algorithm, c.variant.layout,
                                    dict(c.variant.params)) for c in alive]
-        ranked = prior.rank(first.problem, configs, known, _work)
+        ranked = prior.rank(first.problem, configs, known, work_of)
         if ranked is None:
             return alive
         algorithms = registry.algorithms()
@@ -352,7 +352,7 @@ class Session:
         return out
 
 
-def _work(config: prior.Config, problem: ConvProblem) -> float:
+def work_of(config: prior.Config, problem: ConvProblem) -> float:
     """The prior's :data:`.prior.Work`: the algorithm's ``work_ratio`` (1 without one)."""
     alg = registry.algorithms().get(config.algorithm)
     if alg is None or alg.work_ratio is None:
