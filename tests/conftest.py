@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,22 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """A test marked ``serial`` runs with no other test beside it (tests/parallel.py)."""
     with parallel.turn(item.config, item.get_closest_marker(parallel.MARKER) is not None):
         return (yield)
+
+
+@contextlib.contextmanager
+def numba_threads(threads: int) -> Iterator[None]:
+    """numba's parallel loops with ``threads`` threads inside the block, the count before it
+    restored after; the test is skipped where numba has fewer (a one-CPU machine)."""
+    import numba
+
+    if threads > numba.config.NUMBA_NUM_THREADS:
+        pytest.skip(f"numba has {numba.config.NUMBA_NUM_THREADS} thread(s), not {threads}")
+    before = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 def convbench_process(*args: object, env: dict | None = None, check: bool = False,

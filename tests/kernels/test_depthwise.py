@@ -3,7 +3,6 @@ a mis-packed kernel being caught, applicability and vectorisation."""
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,6 +15,7 @@ from convbench.kernels.asm import dispatcher_asm, fp_profile, hot_block, hot_blo
 from convbench.kernels.layouts import empty, from_layout, to_layout
 from convbench.kernels.reference import Reference
 from convbench.spec.problem import ConvProblem
+from tests.conftest import numba_threads
 from tests.strategies import depthwise_problems
 
 KERNELS = {"nhwc": depthwise.DepthwiseNHWC, "nchw": depthwise.DepthwiseNCHW,
@@ -122,20 +122,14 @@ def test_the_kernel_launched_is_chosen_under_the_threads_it_is_built_with():
     """The parallel loop's launch costs ~1 us on one thread, and asking numba for its
     thread count ~0.5 us a call: the kernel is chosen once, when built (in the worker,
     under its threads)."""
-    if numba.config.NUMBA_NUM_THREADS < 2:
-        pytest.skip("one CPU: numba has a single thread")
     p = ConvProblem.make(g=32, ic=32, oc=32, ih=6, iw=6, kh=3, kw=3, ph=1, pw=1)
     _, w = make_inputs(p, 1)
-    before = numba.get_num_threads()
-    try:
-        for threads in (1, 2):
-            numba.set_num_threads(threads)
+    for threads in (1, 2):
+        with numba_threads(threads):
             for kind in (depthwise.DepthwiseNHWC, depthwise.DepthwiseNCHW16c):
                 built = kind(p, w)
                 assert built.launch is (built.serial if threads == 1 else built.kernel)
                 assert _run(p, kind.in_layout, built).passed
-    finally:
-        numba.set_num_threads(before)
 
 
 def test_blocked_layout_has_no_block_order():

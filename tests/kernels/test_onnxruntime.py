@@ -15,6 +15,7 @@ from convbench.kernels import layouts, onnxruntime_conv
 from convbench.kernels.reference import Reference
 from convbench.kernels.registry import get
 from convbench.spec.problem import ConvProblem
+from tests.conftest import numba_threads
 from tests.kernels.gemm_family_support import check_variant, conv_problems
 from tests.strategies import depthwise_problems, general_problems
 
@@ -88,11 +89,8 @@ def test_blocked_layout_runs_the_nchwc_conv_alone_and_records_threads():
     as_deployed = onnxruntime_conv.OrtConv(p, w, "nchw").info()
     assert as_deployed["ort_nodes"] == "ReorderInput>Conv(nchwc)>ReorderOutput"
     threads = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
+    with numba_threads(1):
         info = onnxruntime_conv.OrtConv(p, w, layout).info()
-    finally:
-        numba.set_num_threads(threads)
     assert info["ort_nodes"] == "Conv(nchwc)"
     assert info["ort_threads"] == 1 and as_deployed["ort_threads"] == threads
     assert info["onnxruntime"] == __import__("onnxruntime").__version__

@@ -28,6 +28,7 @@ from convbench.kernels.winograd_transforms import (
     correlate_2d,
 )
 from convbench.spec.problem import ConvProblem
+from tests.conftest import numba_threads
 from tests.strategies import dense_3x3_problems
 
 M_VALUES = sorted(TRANSFORMS)
@@ -270,15 +271,11 @@ def test_fused_result_does_not_depend_on_the_thread_count():
     kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[4], 3, "own", None, winograd.FUSED)
     assert kernel.v.shape[0] == min(numba.config.NUMBA_NUM_THREADS, -(-kernel.n_tiles // 3))
     outs = []
-    before = numba.get_num_threads()
-    try:
-        for threads in (1, numba.config.NUMBA_NUM_THREADS):
-            numba.set_num_threads(threads)
+    for threads in (1, numba.config.NUMBA_NUM_THREADS):
+        with numba_threads(threads):
             y = np.full((p.mb, p.oh, p.ow, p.oc), np.nan, np.float32)
             kernel.run(to_layout(x, "nhwc"), y)
             outs.append(y)
-    finally:
-        numba.set_num_threads(before)
     np.testing.assert_array_equal(outs[0], outs[1])
     report = Reference(p, x, w).compare(from_layout(outs[1], "nhwc", p.oc),
                                         winograd.ERROR_GROWTH[4])
@@ -304,18 +301,12 @@ def test_fused_blocks_are_even_and_one_per_thread_at_least(tiles, tile_block, th
 def test_a_fused_layer_with_one_block_of_tiles_is_split_over_the_threads():
     """16 tiles at tile_block=16 built under 2 threads: two blocks of 8, one per thread
     (with one block, one thread did all the work), and the result passes the check."""
-    if numba.config.NUMBA_NUM_THREADS < 2:
-        pytest.skip("one CPU: numba has a single thread")
     p = ConvProblem.make(mb=1, ic=16, oc=16, ih=14, iw=14, kh=3, kw=3, ph=1, pw=1)
     x, w = make_inputs(p, 5)
-    before = numba.get_num_threads()
-    try:
-        numba.set_num_threads(2)
+    with numba_threads(2):
         kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[4], 16, "own", None, winograd.FUSED)
         y = np.full((p.mb, p.oh, p.ow, p.oc), np.nan, np.float32)
         kernel.run(to_layout(x, "nhwc"), y)
-    finally:
-        numba.set_num_threads(before)
     assert kernel.n_tiles == 16
     assert kernel.info()["tile_block"] == 8 and kernel.v.shape[0] == 2
     report = Reference(p, x, w).compare(from_layout(y, "nhwc", p.oc), winograd.ERROR_GROWTH[4])
