@@ -58,6 +58,25 @@ def best_table(table: pd.DataFrame) -> str:
     return format_table(rows, right=(0, 2, 4, 5, 7, 8))
 
 
+def class_lines(table: pd.DataFrame) -> list[str]:
+    """Per thread count, lib/own by layer class: the geomean, the least and its layer,
+    and the layers below :data:`.aggregate.LOSING` (those with overlapping CIs marked)."""
+    classes = aggregate.own_vs_library_by_class(table)
+    versus = aggregate.own_vs_library_layers(table)
+    lines = []
+    for threads, group in classes.groupby("threads", sort=True):
+        parts = [f"{r.layer_class} {r.speedup_geomean:.2f} (min {r.speedup_min:.2f} "
+                 f"{r.min_layer})" for r in group.itertuples(index=False)]
+        losing = versus[(versus["threads"] == threads)
+                        & (versus["own_speedup"] < aggregate.LOSING)]
+        below = ", ".join(f"{r.layer} {_ratio(r.own_speedup, bool(r.resolved))}"
+                          for r in losing.itertuples(index=False)) or "none"
+        lines.append(f"lib/own geomean by layer class at {threads} thread(s): "
+                     + "; ".join(parts))
+        lines.append(f"  layers below {aggregate.LOSING}: {below}")
+    return lines
+
+
 def network_lines(table: pd.DataFrame) -> list[str]:
     """Per thread count: the best plan's count-weighted network time (the fastest variant
     of every layer, own or library), then own kernels alone against libraries alone."""
@@ -126,6 +145,7 @@ def run_summary(table: pd.DataFrame, path: Path | None = None) -> str:
         if len(parts) > 1 or label:
             lines += [f"cache {label.strip(' []')}:"]
         lines += [best_table(part), ""]
+        lines += class_lines(part)
         lines += network_lines(part)
         lines += [""] if len(parts) > 1 else []
     layers = dict.fromkeys(table["layer"])

@@ -34,6 +34,12 @@ PER_RUN = (
             "Per layer the fastest own kernel and the fastest library (baseline) measured in "
             "the same run; own_speedup = library time / own time (> 1: ours is faster), with "
             "the geometric mean per thread count.", aggregate.own_vs_library),
+    Section("classes", "Own kernels vs the fastest library by layer class",
+            "Per thread count and layer class (stem: at most 4 input channels; depthwise; "
+            "1x1; else the kernel size), over the layers of the table above: the geometric "
+            "mean and the least of own_speedup, how many layers run below 0.9 of the "
+            "fastest library (resolved: CIs apart), and the median share of peak of each "
+            "side's fastest.", aggregate.own_vs_library_by_class),
     Section("network", "Network totals",
             "Count-weighted time of the whole network: the best plan (fastest variant per "
             "layer) and each algorithm alone.", aggregate.network_totals),

@@ -14,6 +14,7 @@ from convbench.spec.limits import MAX_DIMENSION, MAX_LAYER_BYTES, format_bytes, 
 
 FLOAT32_BYTES = 4
 FLOAT64_BYTES = 8
+STEM_CHANNELS = 4   # input channels a group up to which a layer reads the image (RGB, RGBA)
 
 SHAPE_FIELDS = (
     "mb", "g", "ic", "ih", "iw", "oc", "oh", "ow",
@@ -155,6 +156,20 @@ class ConvProblem:
         identity).  Dilation is not tested: it does not move the single tap of a 1x1 kernel.
         Groups are not tested either: a grouped pointwise conv is one such GEMM per group."""
         return (self.kh, self.kw, self.sh, self.sw, self.ph, self.pw) == (1, 1, 1, 1, 0, 0)
+
+    @property
+    def layer_class(self) -> str:
+        """The kind of layer own kernels are judged by against the libraries: "stem" (the
+        image input, at most 4 channels a group: ResNet's 7 x 7 conv1, VGG's conv1_1),
+        "depthwise", "1x1" (strided or not), else the kernel size, e.g. "3x3".  Each
+        has its own best algorithm and its own limit (a stem's few channels fill no
+        vector, a depthwise layer streams its input once), so a mean over all layers
+        can hide a class that loses."""
+        if self.is_depthwise:
+            return "depthwise"
+        if self.icg <= STEM_CHANNELS:
+            return "stem"
+        return f"{self.kh}x{self.kw}"
 
     @property
     def reduction_length(self) -> int:

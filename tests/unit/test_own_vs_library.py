@@ -3,10 +3,13 @@ apart), and the run summary marks the ones that are not with ``~``."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
+import pytest
 
 from convbench.report import aggregate
-from convbench.report.summary import best_table
+from convbench.report.summary import best_table, class_lines
 from convbench.status import Status
 
 
@@ -50,3 +53,46 @@ def test_summary_marks_unresolved_ratios():
     assert rows["overlap"].endswith(" ~1.10")
     assert rows["no_ci"].endswith(" ~2.00")
     assert "~" not in rows["geomean"]
+
+
+def _classed(layer: str, desc: str, own: float, lib: float, half_width: float = 0.01e-3,
+             threads: int = 1) -> list[dict]:
+    rows = [_case(layer, "own/nhwc", False, own, half_width),
+            _case(layer, "lib/nchw", True, lib, half_width)]
+    for r, share in zip(rows, (0.5, 0.8), strict=True):
+        r.update(descriptor=desc, threads=threads, peak_share=share)
+    return rows
+
+
+def test_by_class_gives_each_class_its_geomean_least_and_losing_layers():
+    """A network whose mean hides a class that loses: 3x3 wins 2x, 1x1 runs at 0.8 and
+    0.5 of the library (one resolved, one within noise)."""
+    table = pd.DataFrame([
+        *_classed("conv1", "ic3ih224oc64oh112kh7sh2ph3", 1.0e-3, 1.1e-3),
+        *_classed("b3x3", "ic64ih56oc64oh56kh3ph1", 1.0e-3, 2.0e-3),
+        *_classed("c3x3", "ic128ih28oc128oh28kh3ph1", 1.0e-3, 2.0e-3),
+        *_classed("p1x1", "ic64ih56oc256oh56kh1", 1.0e-3, 0.8e-3),
+        *_classed("q1x1", "ic256ih56oc64oh56kh1", 1.0e-3, 0.5e-3, half_width=0.6e-3),
+        *_classed("b3x3", "ic64ih56oc64oh56kh3ph1", 1.0e-3, 0.5e-3, threads=2),
+    ])
+    by = aggregate.own_vs_library_by_class(table).set_index(["threads", "layer_class"])
+    assert list(by.loc[1].index) == ["all", "1x1", "3x3", "stem"]
+    assert by.loc[(1, "3x3"), "speedup_geomean"] == pytest.approx(2.0)
+    assert by.loc[(1, "1x1"), "speedup_geomean"] == pytest.approx(math.sqrt(0.8 * 0.5))
+    assert by.loc[(1, "1x1"), "speedup_min"] == pytest.approx(0.5)
+    assert by.loc[(1, "1x1"), "min_layer"] == "q1x1"
+    assert by.loc[(1, "1x1"), "below_0.9"] == 2
+    assert by.loc[(1, "1x1"), "below_0.9_resolved"] == 1
+    assert by.loc[(1, "all"), "layers"] == 5
+    assert by.loc[(1, "all"), "speedup_geomean"] == pytest.approx(
+        (1.1 * 2 * 2 * 0.8 * 0.5) ** (1 / 5))
+    assert by.loc[(1, "stem"), "own_peak_share"] == 0.5
+    assert by.loc[(1, "stem"), "library_peak_share"] == 0.8
+    # thread counts are never pooled
+    assert by.loc[(2, "all"), "layers"] == 1 and by.loc[(2, "3x3"), "speedup_min"] == 0.5
+
+    lines = class_lines(table)
+    assert lines[0].startswith("lib/own geomean by layer class at 1 thread(s): all ")
+    assert "1x1 0.63 (min 0.50 q1x1)" in lines[0]
+    assert lines[1] == "  layers below 0.9: p1x1 0.80, q1x1 ~0.50"
+    assert lines[3] == "  layers below 0.9: b3x3 0.50"

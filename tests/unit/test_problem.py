@@ -2,6 +2,7 @@
 
 import pytest
 
+from convbench.spec.descriptor import parse_descriptor
 from convbench.spec.problem import ConvProblem, ProblemError
 
 
@@ -51,3 +52,18 @@ def test_immutable_and_hashable():
 def test_is_pointwise(fields, pointwise):
     p = ConvProblem.make(**{"ic": 8, "ih": 9, "oc": 4, "kh": 1, "kw": 1, **fields})
     assert p.is_pointwise is pointwise
+
+
+def test_layer_class_names_what_own_kernels_are_judged_by():
+    """ResNet-50's conv1 and VGG's conv1_1 are stems (the image's 3 channels), whatever
+    their kernel; a depthwise layer is depthwise at any stride; a strided 1 x 1 is 1x1."""
+    def cls(desc: str) -> str:
+        return parse_descriptor(desc).layer_class
+
+    assert cls("ic3ih224oc64oh112kh7sh2ph3") == "stem"
+    assert cls("ic3ih224oc64oh224kh3ph1") == "stem"
+    assert cls("g512ic512ih14oc512oh7kh3sh2ph1") == "depthwise"
+    assert cls("ic512ih28oc1024oh14kh1sh2") == "1x1"
+    assert cls("ic64ih56oc64oh56kh3ph1") == "3x3"
+    assert cls("ic5ih56oc64oh56kh3ph1") == "3x3"   # 5 channels: no longer an image
+    assert cls("g2ic64ih56oc64oh56kh3ph1") == "3x3"   # grouped, not depthwise
