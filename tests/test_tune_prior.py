@@ -91,6 +91,42 @@ def test_a_family_known_only_from_far_layers_gets_its_best_ranked_measured():
     assert prior.rank(res5b, candidates, [res4b_slower, res5a]).unsure == {2}
 
 
+def test_a_thin_family_gets_each_categorical_value_measured_once():
+    """MobileNet V1's conv_dw_12 (7 x 7 outputs, stride 2) knew the depthwise tiles only
+    from conv_dw_6 (14 x 14, 3 octaves), whose round 0 had not measured tile 1 x 1; the
+    tune picked 2 x 2 (Zen 5 host, 1 thread: 8.35 us), where 1 x 1 was the grid's best
+    (6.68 us).  A tile is a name, not a number: the prior cannot say which other tile is
+    next best, so where evidence is thin each value a knob of that kind takes is measured
+    once, its best-ranked candidate; numeric knobs are graded by octaves and are not."""
+    def dw(tile: str, order: str = "tiles", lanes: int = 16) -> prior.Config:
+        return prior.Config.of("depthwise3x3", "nhwc",
+                               {"tile": tile, "order": order, "lanes": lanes})
+
+    conv_dw_6 = _evidence("g256mb1ic256ih28oc256oh14kh3sh2ph1",
+                          {dw("2x2"): 1.0, dw("2x4"): 1.07, dw("1x2"): 1.10,
+                           dw("2x2", "blocks"): 1.3})
+    conv_dw_12 = parse_descriptor("g512mb1ic512ih14oc512oh7kh3sh2ph1")
+    assert prior.group_weight(conv_dw_12, conv_dw_6.problem) < prior.SURE_WEIGHT
+    candidates = [dw(t, o) for t in ("2x2", "2x4", "1x2", "1x1", "2x7")
+                  for o in ("tiles", "blocks")] + [dw("2x2", lanes=8)]
+    ranked = prior.rank(conv_dw_12, candidates, [conv_dw_6])
+    checked = [candidates[i] for i in ranked.order if i in ranked.unsure]
+    # the best-ranked, then the best-ranked with each tile or order not yet seen
+    assert [(dict(c.params)["tile"], dict(c.params)["order"]) for c in checked] == [
+        ("2x2", "tiles"), ("2x4", "tiles"), ("1x2", "tiles"), ("2x2", "blocks"),
+        ("1x1", "tiles"), ("2x7", "tiles")]
+    assert dw("2x2", lanes=8) not in checked        # a numeric knob: graded, not checked
+    one_by_one = candidates.index(dw("1x1"))
+    assert ranked.order.index(one_by_one) >= 3      # not in the top three ...
+    layouts = [("nhwc", "nhwc")] * len(candidates)
+    assert one_by_one in prior.layout_cover(ranked.order, layouts, 3,
+                                            unsure=ranked.unsure)   # ... measured all the same
+    # evidence within 2 octaves is no longer thin: the ranking alone decides
+    conv_dw_13 = _evidence("g512mb1ic512ih14oc512oh7kh3sh2ph1", {dw("2x2"): 1.0,
+                                                                  dw("1x1"): 1.5})
+    assert prior.rank(conv_dw_12, candidates, [conv_dw_6, conv_dw_13]).unsure == set()
+
+
 def test_a_slowdown_is_taken_net_of_the_padding_it_paid_there_and_pays_here():
     """MobileNet V2's expanded_conv_project (32 -> 16) pads nchwc's oc_bn = 32 to twice its
     outputs, and ran it 1.67x its best; block_1_expand (16 -> 96) pads neither block.  Net

@@ -28,7 +28,10 @@ with no fitted parameters:
   stride within 2 octaves) is ranked from it, but its best-ranked candidate is measured
   in round 0 whether or not it made the top (:attr:`Ranking.unsure`) unless it is
   predicted more than :data:`UNSURE_SLOWDOWN` slower than the best: a family's rank can
-  turn between layers that far apart, though not by orders of magnitude;
+  turn between layers that far apart, though not by orders of magnitude; so is the
+  best-ranked candidate with each value of a categorical knob (a tile "2x4", a bool)
+  that its better-ranked ones lack: numeric knobs are graded by octaves, but two tiles
+  are only equal or not, and far evidence cannot say which other tile is next best;
 - round 0 also measures the best-ranked candidate of each layout the global plan needs
   (NCHW, NHWC, each blocked layout the top reads or writes, or one blocked layout; each
   read and written) where the top lacks one (:func:`layout_cover`): a few more short
@@ -70,6 +73,16 @@ SURE_WEIGHT = 2.0 ** -2
 # check measured ResNet-50's direct kernels (24-80x slower than nchwc) on every 1 x 1 layer,
 # 18% more measurements over the network's transfer-tuned layers; F(2x2) was predicted 2.6x.
 UNSURE_SLOWDOWN = 4.0
+# CATEGORICAL: a thin family also has each value of a non-numeric knob measured once.
+# MobileNet V1's and V2's stride-2 depthwise layers (nearest same-stride evidence 3 octaves
+# away) kept the tiles their far evidence ranked first: tuning with --transfer (Zen 5
+# host, warm), conv_dw_12 picked 2 x 2 at 8.35 us where the depthwise-only full halving
+# found 1 x 1 at 6.68 (0.84 of ONNX Runtime against 1.04).  Replayed on session 38's
+# transfer tunes (each layer's field from the records before it) and judged by a full
+# halving's round 0: the best tile in the stride-2 layers' fields went from up to 1.23-1.29x
+# the round's best (MobileNet V1 and V2, 1 and 2 threads) to at most 1.03x, for 7-17% more
+# measurements over those networks, 3.6% over ResNet-50 and 0.8% over VGG-16 (numeric
+# knobs, a bool unroll_ker).
 
 
 @dataclass(frozen=True)
@@ -122,13 +135,17 @@ def param_distance(a: Config, b: Config) -> float:
     total = 0.0
     for name in left.keys() | right.keys():
         x, y = left.get(name), right.get(name)
-        numeric = all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0
-                      for v in (x, y))
-        if numeric:
+        if _numeric(x) and _numeric(y):
             total += abs(math.log2(float(x) / float(y)))   # type: ignore[arg-type]
         elif x != y:
             total += 1.0
     return total
+
+
+def _numeric(value: Any) -> bool:
+    """A knob value the prior grades by octaves; any other (a tile "2x4", a bool) is only
+    equal or not."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
 Work = Callable[[Config, ConvProblem], float]
@@ -181,7 +198,9 @@ class Ranking:
 
     order: list[int]     # most to least promising
     exploring: set[int]  # an unseen family's first, ranked as a tie with no evidence behind it
-    unsure: set[int]     # the best-ranked of each family with thin evidence (SURE_WEIGHT)
+    # the best-ranked of each family with thin evidence (SURE_WEIGHT), and the best-ranked
+    # with each categorical knob value the family's better-ranked ones lack (CATEGORICAL)
+    unsure: set[int]
 
 
 def rank(problem: ConvProblem, candidates: Sequence[Config],
@@ -220,11 +239,18 @@ def rank(problem: ConvProblem, candidates: Sequence[Config],
         else:
             scores.append(math.inf)
     order = sorted(range(len(candidates)), key=lambda i: scores[i])
-    unsure: dict[tuple[str, str], int] = {}
+    unsure: set[int] = set()
+    seen: dict[tuple[str, str], set[tuple[str, Any]]] = {}
     for i in order:
-        if candidates[i].family in thin and scores[i] <= math.log2(UNSURE_SLOWDOWN):
-            unsure.setdefault(candidates[i].family, i)
-    return Ranking(order, exploring, set(unsure.values()))
+        config = candidates[i]
+        if config.family not in thin or scores[i] > math.log2(UNSURE_SLOWDOWN):
+            continue
+        values = {(k, v) for k, v in config.params if not _numeric(v)}
+        had = seen.get(config.family)
+        if had is None or not values <= had:   # the family's first, or a value it lacks
+            unsure.add(i)
+            seen.setdefault(config.family, set()).update(values)
+    return Ranking(order, exploring, unsure)
 
 
 def layout_cover(order: Sequence[int], layouts: Sequence[tuple[str, str]],

@@ -48,7 +48,8 @@ The final round, at the suite's timing, picks by median.
 from other layer groups' round 0s (this session's earlier groups and the prior files),
 so that the group's whole halving takes at most a fifth of its candidate count (plus the
 best-ranked NCHW, NHWC and blocked candidates the top lacks, for the global plan, and the
-best-ranked of each family known only from layers 2 octaves away or more); a group
+best-ranked of each family known only from layers 2 octaves away or more, and of each of
+its tile shapes and other categorical knob values); a group
 with no evidence of its kernel size runs the full halving and becomes evidence.
 
 ``--exhaustive`` measures every candidate once at the suite's timing (one final round,
