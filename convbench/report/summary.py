@@ -58,6 +58,10 @@ def best_table(table: pd.DataFrame) -> str:
     return format_table(rows, right=(0, 2, 4, 5, 7, 8))
 
 
+LEGEND = ("lib/own: library time / own time (> 1: the own kernel is faster; ~: the two "
+          "medians' 95% CIs overlap, more values or processes would tell)")
+
+
 def class_lines(table: pd.DataFrame) -> list[str]:
     """Per thread count, lib/own by layer class: the geomean, the least and its layer,
     and the layers below :data:`.aggregate.LOSING` (those with overlapping CIs marked)."""
@@ -82,8 +86,7 @@ def network_lines(table: pd.DataFrame) -> list[str]:
     of every layer, own or library), then own kernels alone against libraries alone."""
     from convbench.report.headline import headlines
 
-    lines = ["lib/own: library time / own time (> 1: the own kernel is faster; ~: the two "
-             "medians' 95% CIs overlap, more values or processes would tell)"]
+    lines = []
     for h in headlines("", table):
         if h.covered < h.layers:
             lines.append(f"network total at {h.threads} thread(s): none (only {h.covered}/"
@@ -144,7 +147,7 @@ def run_summary(table: pd.DataFrame, path: Path | None = None) -> str:
             continue
         if len(parts) > 1 or label:
             lines += [f"cache {label.strip(' []')}:"]
-        lines += [best_table(part), ""]
+        lines += [best_table(part), "", LEGEND]
         lines += class_lines(part)
         lines += network_lines(part)
         lines += [""] if len(parts) > 1 else []
