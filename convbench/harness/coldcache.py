@@ -142,7 +142,21 @@ class Evictor:
         buffer, last touched a pass ago: with the twin writing the call's own output,
         VGG-16's 2-thread all-NHWC pass ran 1.29 / 1.16 (warm / cold pass) of its
         prediction, the large-output layers up to 1.8x theirs (Zen 3 host); with a spare,
-        1.08 / 1.04."""
+        1.08 / 1.04.
+
+        "Its thread pool, awake" holds where the twin shares the timed instance's pool:
+        numba's kernels (one pool per process) and oneDNN / PyTorch (one OpenMP pool).
+        ONNX Runtime's sessions and XNNPACK's interpreters each own their pool, so at 2
+        or more threads the twin wakes its own and the timed call starts on a pool that
+        has slept since its last call (ORT: two Conv nodes in one session both run
+        whichever output is bound, so the twin cannot live in the timed session).  Zen 5
+        host, 2 threads, cold-weights over warm median time, the median over a network's
+        layers: on MobileNet V1 / V2 (10-300 us a layer) ORT 2.1-3.0, XNNPACK 1.6-2.4,
+        oneDNN 1.5-1.6, ours 1.2-1.4; at 1 thread (MobileNet V1) 1.4-1.8 for all; on
+        VGG-16 (milliseconds a layer) 0.97-1.12 for all at 1 and 2 threads.  So at 2
+        threads a microsecond layer's cold-weights ratio against ORT or XNNPACK
+        overstates our lead; a network pass (one runtime for the whole graph) is the fair
+        cold comparison there."""
         spare: list[np.ndarray] = []
 
         def before(x: np.ndarray, y: np.ndarray) -> None:
