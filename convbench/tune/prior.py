@@ -82,7 +82,9 @@ UNSURE_SLOWDOWN = 4.0
 # halving's round 0: the best tile in the stride-2 layers' fields went from up to 1.23-1.29x
 # the round's best (MobileNet V1 and V2, 1 and 2 threads) to at most 1.03x, for 7-17% more
 # measurements over those networks, 3.6% over ResNet-50 and 0.8% over VGG-16 (numeric
-# knobs, a bool unroll_ker).
+# knobs, a bool unroll_ker).  Tuned again with it (same host, warm, --transfer), the
+# stride-2 depthwise picks (four layers each, 1 and 2 threads) ran 0.93-1.05 of ORT in the
+# run after (conv_dw_12 picked 1 x 1 at both), for 16% (V1) and 8% (V2) more measurements.
 
 
 @dataclass(frozen=True)
