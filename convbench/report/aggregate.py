@@ -16,10 +16,12 @@ import pandas as pd
 from convbench.identity import WARM
 from convbench.results import schema
 from convbench.spec.descriptor import parse_descriptor
+from convbench.spec.sweep import CACHE_MODES
 from convbench.status import Status
 
 DIRECT = "direct"
 SETTING = ["layer", "threads"]
+COLD_WEIGHTS = CACHE_MODES[1]
 
 
 def by_cache_mode(name: str, table: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -85,7 +87,8 @@ def own_vs_library(table: pd.DataFrame) -> pd.DataFrame:
                                        "threads": threads,
                                        "own_speedup": _geomean(both)}]))
     columns = [*SETTING, "best_own", "median_s_own", "gflops_own", "best_library",
-               "median_s_library", "gflops_library", "own_speedup", "resolved"]
+               "median_s_library", "gflops_library", "own_speedup", "resolved",
+               "library_handoff"]
     if not rows:
         return pd.DataFrame(columns=columns)
     return pd.concat(rows, ignore_index=True)[columns]
@@ -115,12 +118,13 @@ def own_vs_library_by_class(table: pd.DataFrame) -> pd.DataFrame:
                          "min_layer": least["layer"],
                          "below_0.9": len(losing),
                          "below_0.9_resolved": int(losing["resolved"].sum()),
+                         "library_handoff": int(part["library_handoff"].sum()),
                          "own_peak_share": float(part["peak_share_own"].median()),
                          "library_peak_share": float(part["peak_share_library"].median())})
     return pd.DataFrame(rows, columns=["threads", "layer_class", "layers", "speedup_geomean",
                                        "speedup_min", "min_layer", "below_0.9",
-                                       "below_0.9_resolved", "own_peak_share",
-                                       "library_peak_share"])
+                                       "below_0.9_resolved", "library_handoff",
+                                       "own_peak_share", "library_peak_share"])
 
 
 def own_vs_library_layers(table: pd.DataFrame) -> pd.DataFrame:
@@ -128,12 +132,17 @@ def own_vs_library_layers(table: pd.DataFrame) -> pd.DataFrame:
     and both sides' shares of peak."""
     ok = ok_rows(table)
     is_library = ok["baseline"].fillna(False).astype(bool)
-    cols = [*SETTING, "variant", "median_s", "gflops", "ci_low_s", "ci_high_s", "peak_share"]
-    ok = ok.assign(peak_share=ok.get("peak_share", np.nan))   # older tables lack it
+    cols = [*SETTING, "variant", "median_s", "gflops", "ci_low_s", "ci_high_s", "peak_share",
+            "handoff"]
+    ok = ok.assign(peak_share=ok.get("peak_share", np.nan),   # older tables lack it
+                   handoff=[_handoff(r) for r in ok.to_dict("records")])
     own = fastest(ok[~is_library], SETTING)[cols]
     lib = fastest(ok[is_library], SETTING)[cols]
     out = own.merge(lib, on=SETTING, how="outer", suffixes=("_own", "_library")).rename(
-        columns={"variant_own": "best_own", "variant_library": "best_library"})
+        columns={"variant_own": "best_own", "variant_library": "best_library",
+                 "handoff_library": "library_handoff"})
+    out = out.drop(columns="handoff_own")
+    out["library_handoff"] = out["library_handoff"].fillna(False).astype(bool)
     out["own_speedup"] = out["median_s_library"] / out["median_s_own"]
     out["resolved"] = ((out["ci_high_s_own"] < out["ci_low_s_library"])
                        | (out["ci_high_s_library"] < out["ci_low_s_own"]))
@@ -141,6 +150,13 @@ def own_vs_library_layers(table: pd.DataFrame) -> pd.DataFrame:
     order = {name: i for i, name in enumerate(dict.fromkeys(table["layer"]))}
     return out.sort_values(["threads", "layer"],
                            key=lambda s: s.map(order) if s.name == "layer" else s)
+
+
+def _handoff(row: dict[str, Any]) -> bool:
+    """Whether a case is a library timed cold-weights at 2 or more threads, whose time holds
+    thread-pool handoffs ours does not (:meth:`.coldcache.Evictor.before_twin`)."""
+    return (bool(row.get("baseline")) and row.get("cache") == COLD_WEIGHTS
+            and (row.get("threads") or 0) > 1)
 
 
 def _layer_classes(table: pd.DataFrame) -> dict[str, str]:

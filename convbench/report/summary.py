@@ -27,11 +27,13 @@ def human_seconds(s: float) -> str:
     return units.seconds(s, micro="us")
 
 
-def _ratio(value: float, resolved: object = True) -> str:
-    """``value`` to two places; ``~`` before it when its CIs overlap (not resolved)."""
+def _ratio(value: float, resolved: object = True, handoff: object = False) -> str:
+    """``value`` to two places; ``~`` before it when its CIs overlap (not resolved), ``!``
+    after it when the library's time holds thread-pool handoffs (:func:`class_lines`)."""
     if value is None or pd.isna(value):
         return "-"
-    return f"{value:.2f}" if resolved is True else f"~{value:.2f}"
+    text = f"{value:.2f}" if resolved is True else f"~{value:.2f}"
+    return text + "!" if handoff is True else text
 
 
 def _cell(value: object) -> str:
@@ -54,7 +56,8 @@ def best_table(table: pd.DataFrame) -> str:
         rows.append((str(r.threads), r.layer, count, _cell(r.best_own), _time(r.median_s_own),
                      "-" if pd.isna(r.gflops_own) else f"{r.gflops_own:.2f}",
                      _cell(r.best_library), _time(r.median_s_library),
-                     _ratio(r.own_speedup, True if pd.isna(r.resolved) else bool(r.resolved))))
+                     _ratio(r.own_speedup, True if pd.isna(r.resolved) else bool(r.resolved),
+                            pd.notna(r.library_handoff) and bool(r.library_handoff))))
     return format_table(rows, right=(0, 2, 4, 5, 7, 8))
 
 
@@ -78,6 +81,13 @@ def class_lines(table: pd.DataFrame) -> list[str]:
         lines.append(f"lib/own geomean by layer class at {threads} thread(s): "
                      + "; ".join(parts))
         lines.append(f"  layers below {aggregate.LOSING}: {below}")
+        handoffs = int(group["library_handoff"].iloc[0])   # the "all" row
+        if handoffs:
+            lines.append(f"  !: on {handoffs} of {int(group['layers'].iloc[0])} layers the "
+                         "fastest library ran cold-weights at 2+ threads, where its time "
+                         "holds thread-pool handoffs ours does not (its pool woken after our "
+                         "eviction pass; an ONNX Runtime session's or LiteRT interpreter's "
+                         "own pool left asleep by the twin): those ratios overstate ours")
     return lines
 
 

@@ -38,7 +38,9 @@ PER_RUN = (
             "Per thread count and layer class (stem: at most 4 input channels; depthwise; "
             "1x1; else the kernel size), over the layers of the table above: the geometric "
             "mean and the least of own_speedup, how many layers run below 0.9 of the "
-            "fastest library (resolved: CIs apart), and the median share of peak of each "
+            "fastest library (resolved: CIs apart), on how many the fastest library ran "
+            "cold-weights at 2+ threads (its time then holds thread-pool handoffs ours does "
+            "not: those ratios overstate ours), and the median share of peak of each "
             "side's fastest.", aggregate.own_vs_library_by_class),
     Section("network", "Network totals",
             "Count-weighted time of the whole network: the best plan (fastest variant per "

@@ -96,3 +96,36 @@ def test_by_class_gives_each_class_its_geomean_least_and_losing_layers():
     assert "1x1 0.63 (min 0.50 q1x1)" in lines[0]
     assert lines[1] == "  layers below 0.9: p1x1 0.80, q1x1 ~0.50"
     assert lines[3] == "  layers below 0.9: b3x3 0.50"
+
+
+def test_a_library_timed_cold_weights_at_2_threads_is_marked():
+    """At 2 threads a library's cold-weights time holds thread-pool handoffs ours does not
+    (MobileNet V1's conv_dw_12 on the Zen 5 host: ORT's kernel 5.3 us warm, 38-110 us
+    cold-weights; ours 5.6 and 10-12).  Its ratios are marked there, and only there:
+    not at 1 thread, not warm."""
+    def layer(name: str, threads: int, cache: str) -> list[dict]:
+        rows = [_case(name, "own/nhwc", False, 1.0e-3, 0.01e-3),
+                _case(name, "lib/nchw", True, 2.0e-3, 0.01e-3)]
+        for r in rows:
+            r.update(threads=threads, cache=cache, descriptor="ic64ih56oc64oh56kh1")
+        return rows
+
+    table = pd.DataFrame([*layer("a", 2, "cold-weights"), *layer("b", 2, "cold-weights"),
+                          *layer("c", 1, "cold-weights")])
+    versus = aggregate.own_vs_library_layers(table)
+    assert versus.set_index(["layer", "threads"])["library_handoff"].to_dict() == {
+        ("a", 2): True, ("b", 2): True, ("c", 1): False}
+    warm = table.assign(cache="warm")
+    assert not aggregate.own_vs_library_layers(warm)["library_handoff"].any()
+    by = aggregate.own_vs_library_by_class(table).set_index(["threads", "layer_class"])
+    assert by.loc[(2, "all"), "library_handoff"] == 2
+    assert by.loc[(1, "all"), "library_handoff"] == 0
+
+    rows = {(line.split()[0], line.split()[1]): line
+            for line in best_table(table).splitlines()[2:]}
+    assert rows[("2", "a")].endswith(" 2.00!") and rows[("1", "c")].endswith(" 2.00")
+    lines = class_lines(table)
+    assert any(line.startswith("  !: on 2 of 2 layers the fastest library ran cold-weights")
+               for line in lines)
+    assert sum("!:" in line for line in lines) == 1   # at 2 threads only
+    assert not any("!" in line for line in class_lines(warm))
