@@ -101,10 +101,12 @@ def own_vs_library_by_class(table: pd.DataFrame) -> pd.DataFrame:
     """Per thread count and layer class (:attr:`ConvProblem.layer_class`; "all" first):
     the geometric mean and the least of :func:`own_vs_library`'s speed-ups, the layer of
     the least, how many layers fall below :data:`LOSING` (and how many of those are
-    resolved, not noise), and the median share of peak of the best own kernels and of the
-    fastest libraries.  A network-wide mean hides a class that loses: on the Intel host
-    ResNet-50 stood at 0.89 overall with its direct-method kernels at 0.72-0.93 on every
-    layer and Winograd ahead on the 3 x 3 ones."""
+    resolved, not noise), on how many the fastest library's time holds thread-pool
+    handoffs (``library_handoff``: cold-weights at 2+ threads), and the median share of
+    peak of the best own kernels and of the fastest libraries.  A network-wide mean hides
+    a class that loses: on the Intel host ResNet-50 stood at 0.89 overall with its
+    direct-method kernels at 0.72-0.93 on every layer and Winograd ahead on the 3 x 3
+    ones."""
     per_layer = own_vs_library_layers(table).dropna(subset=["own_speedup"])
     rows = []
     for threads, group in per_layer.groupby("threads", sort=True):

@@ -79,7 +79,7 @@ UNSURE_SLOWDOWN = 4.0
 # host, warm), conv_dw_12 picked 2 x 2 at 8.35 us where the depthwise-only full halving
 # found 1 x 1 at 6.68 (0.84 of ONNX Runtime against 1.04).  Replayed on session 38's
 # transfer tunes (each layer's field from the records before it) and judged by a full
-# halving's round 0: the best tile in the stride-2 layers' fields went from up to 1.23-1.29x
+# halving's round 0: the best tile in the stride-2 layers' fields went from up to 1.24-1.32x
 # the round's best (MobileNet V1 and V2, 1 and 2 threads) to at most 1.03x, for 7-17% more
 # measurements over those networks, 3.6% over ResNet-50 and 0.8% over VGG-16 (numeric
 # knobs, a bool unroll_ker).  Tuned again with it (same host, warm, --transfer), the
