@@ -107,7 +107,12 @@ def own_vs_library_by_class(table: pd.DataFrame) -> pd.DataFrame:
     a class that loses: on the Intel host ResNet-50 stood at 0.89 overall with its
     direct-method kernels at 0.72-0.93 on every layer and Winograd ahead on the 3 x 3
     ones."""
-    per_layer = own_vs_library_layers(table).dropna(subset=["own_speedup"])
+    return classes_of(own_vs_library_layers(table))
+
+
+def classes_of(per_layer: pd.DataFrame) -> pd.DataFrame:
+    """:func:`own_vs_library_by_class` from :func:`own_vs_library_layers`' rows."""
+    per_layer = per_layer.dropna(subset=["own_speedup"])
     rows = []
     for threads, group in per_layer.groupby("threads", sort=True):
         classes = [("all", group), *group.groupby("layer_class", sort=True)]
@@ -134,17 +139,16 @@ def own_vs_library_layers(table: pd.DataFrame) -> pd.DataFrame:
     and both sides' shares of peak."""
     ok = ok_rows(table)
     is_library = ok["baseline"].fillna(False).astype(bool)
-    cols = [*SETTING, "variant", "median_s", "gflops", "ci_low_s", "ci_high_s", "peak_share",
-            "handoff"]
-    ok = ok.assign(peak_share=ok.get("peak_share", np.nan),   # older tables lack it
-                   handoff=[_handoff(r) for r in ok.to_dict("records")])
+    cols = [*SETTING, "variant", "median_s", "gflops", "ci_low_s", "ci_high_s", "peak_share"]
+    # older tables lack them
+    ok = ok.assign(peak_share=ok.get("peak_share", np.nan), cache=ok.get("cache", WARM))
     own = fastest(ok[~is_library], SETTING)[cols]
-    lib = fastest(ok[is_library], SETTING)[cols]
+    lib = fastest(ok[is_library], SETTING)[[*cols, "cache"]]
     out = own.merge(lib, on=SETTING, how="outer", suffixes=("_own", "_library")).rename(
-        columns={"variant_own": "best_own", "variant_library": "best_library",
-                 "handoff_library": "library_handoff"})
-    out = out.drop(columns="handoff_own")
-    out["library_handoff"] = out["library_handoff"].fillna(False).astype(bool)
+        columns={"variant_own": "best_own", "variant_library": "best_library"})
+    # a library timed cold-weights at 2+ threads: its time holds thread-pool handoffs ours
+    # does not (:meth:`.coldcache.Evictor.before_twin`)
+    out["library_handoff"] = (out.pop("cache") == COLD_WEIGHTS) & (out["threads"] > 1)
     out["own_speedup"] = out["median_s_library"] / out["median_s_own"]
     out["resolved"] = ((out["ci_high_s_own"] < out["ci_low_s_library"])
                        | (out["ci_high_s_library"] < out["ci_low_s_own"]))
@@ -152,13 +156,6 @@ def own_vs_library_layers(table: pd.DataFrame) -> pd.DataFrame:
     order = {name: i for i, name in enumerate(dict.fromkeys(table["layer"]))}
     return out.sort_values(["threads", "layer"],
                            key=lambda s: s.map(order) if s.name == "layer" else s)
-
-
-def _handoff(row: dict[str, Any]) -> bool:
-    """Whether a case is a library timed cold-weights at 2 or more threads, whose time holds
-    thread-pool handoffs ours does not (:meth:`.coldcache.Evictor.before_twin`)."""
-    return (bool(row.get("baseline")) and row.get("cache") == COLD_WEIGHTS
-            and (row.get("threads") or 0) > 1)
 
 
 def _layer_classes(table: pd.DataFrame) -> dict[str, str]:

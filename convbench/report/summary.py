@@ -68,8 +68,8 @@ LEGEND = ("lib/own: library time / own time (> 1: the own kernel is faster; ~: t
 def class_lines(table: pd.DataFrame) -> list[str]:
     """Per thread count, lib/own by layer class: the geomean, the least and its layer,
     and the layers below :data:`.aggregate.LOSING` (those with overlapping CIs marked)."""
-    classes = aggregate.own_vs_library_by_class(table)
     versus = aggregate.own_vs_library_layers(table)
+    classes = aggregate.classes_of(versus)
     lines = []
     for threads, group in classes.groupby("threads", sort=True):
         parts = [f"{r.layer_class} {r.speedup_geomean:.2f} (min {r.speedup_min:.2f} "
