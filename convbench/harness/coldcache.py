@@ -144,22 +144,21 @@ class Evictor:
         prediction, the large-output layers up to 1.8x theirs (Zen 3 host); with a spare,
         1.08 / 1.04.
 
-        At 2 threads a library's cold-weights time holds thread-pool handoffs ours does
-        not.  The eviction runs on numba's pool, which is our kernels' own; a library's
-        pool wakes after it, on cores numba's threads may still spin on (their spin was
-        not measured apart), and, for ONNX Runtime
-        sessions and XNNPACK (LiteRT) interpreters, which each own their pool, the twin
-        wakes its own and leaves the timed instance's asleep (ORT: two Conv nodes in one
-        session both run whichever output is bound, so the twin cannot live in the timed
-        session).  Zen 5 host, cold-weights over warm median time, the median over a
-        network's layers: at 2 threads on MobileNet V1 / V2 (10-300 us a layer) ORT
-        2.1-3.0, XNNPACK 1.6-2.4, oneDNN 1.5-1.6, PyTorch 1.45-1.6, ours 1.2-1.4 (conv_dw_12:
-        ORT's NCHW16c kernel 5.3 us warm, 38-110 us cold-weights; ours 5.6 and 10-12); at
-        1 thread (MobileNet V1) 1.4-1.8 for all; on VGG-16 (milliseconds a layer)
-        0.97-1.12 for all at 1 and 2 threads.  So at 2 threads a small layer's
-        cold-weights ratio overstates our lead, and the run summary and the report mark
-        such ratios ("!"); a network pass (one runtime for the whole graph) is the fair
-        cold comparison there."""
+        At 2 threads a library's cold-weights time holds thread-pool handoffs ours does not.
+        The eviction runs on numba's pool, which is our kernels' own; a library's pool wakes
+        after it, on cores numba's threads may still spin on (their spin was not measured
+        apart), and, for ONNX Runtime sessions and XNNPACK (LiteRT) interpreters, which each
+        own their pool, the twin wakes its own and leaves the timed instance's asleep (ORT:
+        two Conv nodes in one session both run whichever output is bound, so the twin cannot
+        live in the timed session).  Zen 5 host, cold-weights over warm median time, the
+        median over a network's layers: at 2 threads on MobileNet V1 / V2 (10-300 us a
+        layer) ORT 2.1-3.0, XNNPACK 1.6-2.4, oneDNN 1.5-1.6, PyTorch 1.45-1.6, ours 1.2-1.4
+        (conv_dw_12: ORT's NCHW16c kernel 5.3 us warm, 38-110 us cold-weights; ours 5.6 and
+        10-12); at 1 thread (MobileNet V1) 1.4-1.8 for all; on VGG-16 (milliseconds a layer)
+        0.97-1.12 for all at 1 and 2 threads.  So at 2 threads a small layer's cold-weights
+        ratio overstates our lead, and the run summary and the report mark such ratios
+        ("!"); a network pass (one runtime for the whole graph) is the fair cold comparison
+        there."""
         spare: list[np.ndarray] = []
 
         def before(x: np.ndarray, y: np.ndarray) -> None:
