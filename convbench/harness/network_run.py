@@ -4,12 +4,14 @@ a results directory with ``network.parquet``, ``environment.json`` and a copy of
 Passes: the plan's (``plan``), the best all-NCHW, all-NHWC and all-NCHW[x]c plans
 (``all-nchw``, ``all-nhwc``, ``all-nchwxc``: one block x for the whole network), the local
 plans (``local-best``, ``local-best-nchw-glue``: each conv its own fastest variant, no
-global step), each when plan.json has it, and prepacked oneDNN over the same graph
-(``onednn``), each in every cache mode asked for at every thread count; the per-layer
-bound (each conv's fastest candidate, transforms ignored) runs nothing and is
-carried as its predicted total only.  Every thread count gets ``timing.processes`` workers
-(:mod:`convbench.harness.network_worker`), their values pooled as the runner pools a
-case's and summarised by :mod:`convbench.stats`.
+global step), each when plan.json has it, and two libraries over the same graph: prepacked
+oneDNN op for op (``onednn``, :mod:`convbench.network.onednn_pass`) and ONNX Runtime, one
+session with its graph rewrites and fusions (``onnxruntime``,
+:mod:`convbench.network.onnxruntime_pass`), each in every cache mode asked for at every
+thread count; the per-layer bound (each conv's fastest candidate, transforms ignored) runs
+nothing and is carried as its predicted total only.  Every thread count gets
+``timing.processes`` workers (:mod:`convbench.harness.network_worker`), their values pooled
+as the runner pools a case's and summarised by :mod:`convbench.stats`.
 
 Predicted against measured: the prediction adds up times measured in another run (the
 tune), on a machine whose speed drifts between hours (BRIEF.md; the in-run reference took
@@ -48,8 +50,10 @@ ENVIRONMENT = "environment.json"
 # environment.json (its machine limits, workers, load) stays as the sweep recorded it
 SWEEP_SIDE_ENVIRONMENT = "network_environment.json"
 ONEDNN = "onednn"
+ORT = "onnxruntime"
+LIBRARIES = (ONEDNN, ORT)
 BOUND = "per-layer-bound"
-PASSES = (planfile.PLAN, *planfile.ALTERNATIVES, ONEDNN)
+PASSES = (planfile.PLAN, *planfile.ALTERNATIVES, *LIBRARIES)
 CACHE_MODES = ("warm", "cold")
 BOUND_REASON = ("a computed bound (each conv's fastest candidate, transforms ignored), "
                 "not a runnable plan: predicted only")
@@ -94,7 +98,7 @@ def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (
     per process (0: no profile)."""
     from tqdm import tqdm
 
-    from convbench.network import onednn_pass
+    from convbench.network import onednn_pass, onnxruntime_pass
 
     timing = timing or plan.suite.sweep.timing
     thread_counts = tuple(threads) or (plan.threads,)
@@ -102,9 +106,10 @@ def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (
     affinity.check_pool(pool, thread_counts)
     skipped: dict[str, str] = {label: spec for label, spec in plan.passes.items()
                                if isinstance(spec, str)}
-    no_onednn = onednn_pass.unavailable()
-    if no_onednn:
-        skipped[ONEDNN] = no_onednn
+    for label, why_not in ((ONEDNN, onednn_pass.unavailable()),
+                           (ORT, onnxruntime_pass.unavailable())):
+        if why_not:
+            skipped[label] = why_not
     runnable = [label for label in PASSES if label not in skipped]
     host = socket.gethostname()
     budget = timeout or timing.timeout * (len(runnable) * len(cache) + 1)
@@ -300,7 +305,7 @@ def profile_table(ops: pd.DataFrame, most: int = 5) -> str:
 
 def speedup_lines(group: pd.DataFrame) -> list[str]:
     """The plan's speedup over the best single-layout plan, over the local plans (what the
-    global step adds) and over oneDNN (measured)."""
+    global step adds) and over the libraries (measured)."""
     ok = group[group.status == "ok"].set_index("pass")
     if planfile.PLAN not in ok.index:
         return ["the plan's pass was not timed: no speedups"]
@@ -317,7 +322,9 @@ def speedup_lines(group: pd.DataFrame) -> list[str]:
         if label in ok.index:
             out.append(f"plan vs {label} ({local[label]}): "
                        f"{float(ok.loc[label, 'median_s']) / plan_s:.2f}x")
-    if ONEDNN in ok.index:
-        out.append(f"plan vs oneDNN (prepacked): "
-                   f"{float(ok.loc[ONEDNN, 'median_s']) / plan_s:.2f}x")
+    libraries = {ONEDNN: "oneDNN (prepacked, op for op)",
+                 ORT: "ONNX Runtime (one session, its fusions)"}
+    for label, what in libraries.items():
+        if label in ok.index:
+            out.append(f"plan vs {what}: {float(ok.loc[label, 'median_s']) / plan_s:.2f}x")
     return out

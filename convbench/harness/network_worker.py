@@ -3,8 +3,8 @@ network passes.
 
 Started as ``python -m convbench.harness.network_worker --job FILE --out FILE`` by
 :mod:`convbench.harness.network_run`.  The job holds the plan.json document, which passes
-to run (the plan's, all-NCHW, all-NHWC, oneDNN), the thread count, the CPUs, the cache
-modes and the timing.  Each pass is built (every conv prepacked), run once and checked
+to run (the plan's, all-NCHW, all-NHWC, oneDNN, ONNX Runtime), the thread count, the CPUs,
+the cache modes and the timing.  Each pass is built (every conv prepacked), run once and checked
 tensor by tensor against the float64 reference pass (:mod:`convbench.network.executor`);
 only passes that pass are timed, all of them round-robin in the same rounds with the
 in-run reference kernel, as one layer's variants are.  ``warm``: calibrated loops of
@@ -30,7 +30,8 @@ from typing import Any
 from convbench.harness import oneshot
 from convbench.harness.threads import use_threads
 
-ONEDNN = "onednn"
+ONEDNN, ORT = "onednn", "onnxruntime"
+LIBRARIES = (ONEDNN, ORT)   # passes checked by their output only (no plan, no tensors)
 
 
 def _error(exc: Exception) -> str:
@@ -39,13 +40,16 @@ def _error(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
-def _build(label: str, plan: Any, graph: Any, weights: dict) -> tuple[Any, Any]:
+def _build(label: str, plan: Any, graph: Any, weights: dict, threads: int
+           ) -> tuple[Any, Any]:
     """(the pass, a function giving its tensors as NCHW) for one label."""
-    from convbench.network import executor, onednn_pass
+    from convbench.network import executor, onednn_pass, onnxruntime_pass
 
     if label == ONEDNN:
         built = onednn_pass.OneDNNPass(graph, weights)
         return built, onednn_pass.pass_tensors
+    if label == ORT:
+        return onnxruntime_pass.OrtPass(graph, weights, threads), onnxruntime_pass.pass_tensors
     spec = plan.passes[label]
     return executor.NetworkPass(graph, spec, weights), executor.pass_tensors
 
@@ -77,7 +81,7 @@ def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
         answers[label] = answer
         try:
             t0 = time.perf_counter()
-            built, tensors_of = _build(label, plan, graph, weights)
+            built, tensors_of = _build(label, plan, graph, weights, threads)
             t1 = time.perf_counter()
             built.input[...] = x
             built()
@@ -85,7 +89,7 @@ def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
         except Exception as exc:  # a pass that cannot run is a result, not a crash
             answer.update(status="error", reason=_error(exc))
             continue
-        growth = (1.0 if label == ONEDNN
+        growth = (1.0 if label in LIBRARIES
                   else executor.op_growth(graph, plan.passes[label]))
         verdict = executor.check(graph, reference, tensors_of(built), growth)
         answer.update(max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err,
@@ -125,7 +129,7 @@ def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
     if job.get("profile"):   # after the timing, which it must not disturb
         profiles = {label: [[op, part, seconds] for (op, part), seconds in
                             built.profile(int(job["profile"])).items()]
-                    for label, built in alive.items() if label != ONEDNN}
+                    for label, built in alive.items() if label not in LIBRARIES}
         for row in out:
             if row["pass"] in profiles:
                 row["profile"] = profiles[row["pass"]]

@@ -37,6 +37,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
@@ -81,7 +82,7 @@ def _session_options(threads: int, optimised_path: str) -> Any:
     return options
 
 
-def _session(model: Any, threads: int) -> tuple[Any, Any]:
+def optimised_session(model: Any, threads: int) -> tuple[Any, Any]:
     """An ORT session on ``model`` and the graph ORT optimised from it (what it runs)."""
     import onnx
     import onnxruntime as ort
@@ -94,29 +95,54 @@ def _session(model: Any, threads: int) -> tuple[Any, Any]:
         return session, onnx.load(path)
 
 
+def conv_node(problem: ConvProblem, names: tuple[str, str, str], group: int) -> Any:
+    """The ONNX Conv node of ``problem``, ``names`` = (input, weights, output) tensors;
+    benchdnn's dh/dw are dilation minus one."""
+    from onnx import helper
+
+    p = problem
+    return helper.make_node("Conv", list(names[:2]), [names[2]], kernel_shape=[p.kh, p.kw],
+                            strides=[p.sh, p.sw], pads=[p.ph, p.pw, p.ph, p.pw],
+                            dilations=[p.dh + 1, p.dw + 1], group=group)
+
+
+def onnx_model(graph: Any) -> Any:
+    """``graph`` as a model of :data:`OPSET` written in IR :data:`IR_VERSION`."""
+    from onnx import helper
+
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                             ir_version=IR_VERSION)
+
+
 def _conv_model(problem: ConvProblem, w: np.ndarray, channels: tuple[int, int], group: int
                 ) -> Any:
     """One ONNX Conv of ``problem`` on ``channels`` = (in, out) channels and OIHW ``w``
-    (padded to those channels by the caller); benchdnn's dh/dw are dilation minus one."""
+    (padded to those channels by the caller)."""
     from onnx import TensorProto, helper, numpy_helper
 
     p = problem
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [p.mb, channels[0], p.ih, p.iw])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT,
                                       [p.mb, channels[1], p.oh, p.ow])
-    conv = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[p.kh, p.kw],
-                            strides=[p.sh, p.sw], pads=[p.ph, p.pw, p.ph, p.pw],
-                            dilations=[p.dh + 1, p.dw + 1], group=group)
-    graph = helper.make_graph([conv], "conv", [x], [y],
+    graph = helper.make_graph([conv_node(p, ("x", "w", "y"), group)], "conv", [x], [y],
                               [numpy_helper.from_array(np.ascontiguousarray(w, np.float32), "w")])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                             ir_version=IR_VERSION)
+    return onnx_model(graph)
+
+
+def _node_name(node: Any) -> str:
+    """A node's op type, an NCHWc Conv marked "Conv(nchwc)"."""
+    return node.op_type + ("(nchwc)" if node.op_type == "Conv" and node.domain == NCHWC_DOMAIN
+                           else "")
 
 
 def _node_names(model: Any) -> str:
-    """The optimised graph's nodes in order, NCHWc ones marked: "ReorderInput>Conv(nchwc)>..."."""
-    return ">".join(n.op_type + ("(nchwc)" if n.op_type == "Conv" and n.domain == NCHWC_DOMAIN
-                                 else "") for n in model.graph.node)
+    """The optimised graph's nodes in order: "ReorderInput>Conv(nchwc)>..."."""
+    return ">".join(_node_name(n) for n in model.graph.node)
+
+
+def node_counts(model: Any) -> dict[str, int]:
+    """How many nodes of each kind the optimised graph runs, most first."""
+    return dict(Counter(_node_name(n) for n in model.graph.node).most_common())
 
 
 def _nchwc_conv(model: Any) -> Any | None:
@@ -145,7 +171,7 @@ def mlas_nchwc_block() -> int:
     is the block."""
     model = _conv_model(ConvProblem.make(ic=1, oc=1, ih=1, kh=1), np.ones((1, 1, 1, 1)),
                         (1, 1), 1)
-    _, optimised = _session(model, 1)
+    _, optimised = optimised_session(model, 1)
     conv = _nchwc_conv(optimised)
     if conv is None:
         return 1
@@ -203,7 +229,7 @@ class OrtConv(Prepared):
         self.block = layouts.block_size(layout)
         if self.block is None:
             channels = (problem.ic, problem.oc)
-            self.session, optimised = _session(
+            self.session, optimised = optimised_session(
                 _conv_model(problem, w, channels, problem.g), self.threads)
         else:
             channels = (_ceil_to(problem.ic, self.block), _ceil_to(problem.oc, self.block))
@@ -224,7 +250,7 @@ class OrtConv(Prepared):
         group = channels[0] if p.is_depthwise else p.g
         padded = np.zeros((channels[1], channels[0] // group, p.kh, p.kw), np.float32)
         padded[:p.oc, :p.icg] = w
-        _, optimised = _session(_conv_model(p, padded, channels, group), self.threads)
+        _, optimised = optimised_session(_conv_model(p, padded, channels, group), self.threads)
         conv = _nchwc_conv(optimised)
         if conv is None or len(optimised.graph.node) > 3:
             raise RuntimeError(f"ORT did not rewrite the padded Conv into one NCHWc Conv "
@@ -240,7 +266,7 @@ class OrtConv(Prepared):
             [t for t in optimised.graph.initializer if t.name in conv.input[1:]])
         model = helper.make_model(graph, opset_imports=list(optimised.opset_import),
                                   ir_version=optimised.ir_version)
-        session, rerun = _session(model, self.threads)
+        session, rerun = optimised_session(model, self.threads)
         if _node_names(rerun) != "Conv(nchwc)":
             raise RuntimeError(f"the NCHWc-only model ran {_node_names(rerun)}")
         return session, rerun

@@ -2,12 +2,12 @@
 
 A results directory holding ``network.parquet`` (with the plan.json it ran) gets a section
 of its own: per thread count and cache mode the measured whole-network time of the plan
-against the best all-NCHW plan, the best all-NHWC plan, the local plans and prepacked
-oneDNN over the same graph, each pass's predicted time and the prediction's error (also at
-run speed: the prediction scaled by the in-run reference, see
-:mod:`convbench.harness.network_run`), and the per-layer bound -- a sum computed from the
-cost table, never run (no pass can skip its transforms).  The plan's steps that pay a
-transform are listed with the plan's own reason.
+against the best all-NCHW plan, the best all-NHWC plan, the local plans and two libraries
+over the same graph (prepacked oneDNN, ONNX Runtime in one session), each pass's predicted
+time and the prediction's error (also at run speed: the prediction scaled by the in-run
+reference, see :mod:`convbench.harness.network_run`), and the per-layer bound -- a sum
+computed from the cost table, never run (no pass can skip its transforms). The plan's
+steps that pay a transform are listed with the plan's own reason.
 
 Read through the guarded readers of :mod:`convbench.results.load`, so a damaged file is
 one line naming it, as for a sweep's files.
@@ -37,7 +37,9 @@ WHAT = {
                   "layouts disagree (NeoCPU's local search without the global step)",
     "local-best-nchw-glue": "local plan with relu, pooling and add in NCHW (each conv's "
                             "fastest variant dropped into an NCHW graph)",
-    network_run.ONEDNN: "oneDNN, prepacked weights, over the same graph",
+    network_run.ONEDNN: "oneDNN, prepacked weights, over the same graph op for op",
+    network_run.ORT: "ONNX Runtime, the same graph in one session (weights prepacked, its "
+                     "NCHWc rewrite and conv+relu/add fusions, as deployed)",
     network_run.BOUND: "computed bound: each conv's fastest variant, transforms ignored "
                        "(a sum from the cost table, not a runnable plan: never timed)",
 }
