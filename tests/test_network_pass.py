@@ -330,7 +330,12 @@ def test_the_profile_times_every_op_inside_the_pass(plan_dir, tmp_path, cli):
     ops = pd.read_parquet(out / "network_ops.parquet")
     plan = planfile.read_plan(plan_dir / "plan.json")
     graph = plan.suite.graph
-    assert set(ops["pass"]) == {"plan", *planfile.ALTERNATIVES}   # not oneDNN's
+    # not oneDNN's (no per-op clock inside it); ONNX Runtime's from its profiler
+    assert set(ops["pass"]) == {"plan", *planfile.ALTERNATIVES, "onnxruntime"}
+    ort = ops[ops["pass"] == "onnxruntime"]
+    assert set(ort[ort.kind == "conv"].op) == {op.name for op in graph.convs}
+    assert (ort.measured_s > 0).all() and ort.predicted_s.isna().all()
+    assert set(ort[ort.kind == "conv"].layer_class) == {"3x3", "1x1"}
     mine = ops[ops["pass"] == "plan"]
     assert set(mine[mine.part == "op"].op) == {op.name for op in graph.ops}
     assert set(mine[mine.part == "transforms"].op) == (
@@ -347,6 +352,7 @@ def test_the_profile_times_every_op_inside_the_pass(plan_dir, tmp_path, cli):
     assert 1 / 5 < ratio < 5
     assert "each op timed on its own inside the pass" in stdout
     assert "furthest over their prediction" in stdout
+    assert "onnxruntime/plan per conv inside the passes at 1 thread(s)" in stdout
 
 
 def test_profile_is_refused_without_a_network(cli):

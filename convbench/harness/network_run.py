@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from convbench.errors import ConvbenchError
@@ -57,7 +58,8 @@ PASSES = (planfile.PLAN, *planfile.ALTERNATIVES, *LIBRARIES)
 CACHE_MODES = ("warm", "cold")
 BOUND_REASON = ("a computed bound (each conv's fastest candidate, transforms ignored), "
                 "not a runnable plan: predicted only")
-OP_COLUMNS = ("pass", "threads", "op", "kind", "part", "measured_s", "predicted_s", "host")
+OP_COLUMNS = ("pass", "threads", "op", "kind", "layer_class", "part", "measured_s", "predicted_s",
+              "host")
 NETWORK_OPS_FILE = "network_ops.parquet"
 COLUMNS = ("pass", "cache", "threads", "status", "reason", "median_s", "ci_low_s",
            "ci_high_s", "n_values", "ref_ratio", "loops", "predicted_s", "plan_reference_s",
@@ -157,7 +159,9 @@ def _op_rows(plan: planfile.PlanFile, answers: Sequence[Sequence[dict[str, Any]]
     plan's prediction for it."""
     from convbench.network import executor
 
-    kinds = {op.name: op.kind for op in plan.suite.graph.ops}
+    graph = plan.suite.graph
+    kinds = {op.name: op.kind for op in graph.ops}
+    classes = {op.name: graph.problem(op).layer_class for op in graph.convs}
     measured: dict[str, dict[tuple[str, str], list[float]]] = {}
     for answer in answers:
         seen = set()
@@ -169,12 +173,13 @@ def _op_rows(plan: planfile.PlanFile, answers: Sequence[Sequence[dict[str, Any]]
                         seconds)
     out = []
     for label, parts in measured.items():
-        spec = plan.passes[label]
+        spec = plan.passes.get(label)   # a library's pass predicts nothing
         predicted = (executor.predicted_parts(spec) if isinstance(spec, planfile.PassSpec)
                      else {})
         for (op, part), values in parts.items():
             out.append({"pass": label, "threads": threads, "op": op,
                         "kind": "transform" if part == executor.TRANSFORMS else kinds[op],
+                        "layer_class": classes.get(op, "") if part == executor.OP else "",
                         "part": part, "measured_s": statistics.median(values),
                         "predicted_s": predicted.get((op, part), math.nan), "host": host})
     return out
@@ -285,22 +290,75 @@ def profile_table(ops: pd.DataFrame, most: int = 5) -> str:
     for (label, threads), group in ops.groupby(["pass", "threads"], sort=False):
         rows = [["kind", "ops", "in the pass ms", "predicted ms", "in pass/predicted"]]
         for kind, part in group.groupby("kind", sort=False):
-            measured, predicted = part.measured_s.sum(), part.predicted_s.sum()
+            # a library's pass predicts nothing: its sum is NaN, not 0
+            measured, predicted = part.measured_s.sum(), part.predicted_s.sum(min_count=1)
             rows.append([kind, str(len(part)), _ms(measured), _ms(predicted),
                          _ratio(measured, predicted)])
-        rows.append(["all", str(len(group)), _ms(group.measured_s.sum()),
-                     _ms(group.predicted_s.sum()),
-                     _ratio(group.measured_s.sum(), group.predicted_s.sum())])
+        predicted_all = group.predicted_s.sum(min_count=1)
+        rows.append(["all", str(len(group)), _ms(group.measured_s.sum()), _ms(predicted_all),
+                     _ratio(group.measured_s.sum(), predicted_all)])
         lines.append(f"{label} at {threads} thread(s), each op timed on its own inside the "
                      "pass (medians over passes):")
         lines.append(format_table(rows, right=(1, 2, 3, 4)))
-        over = group.assign(excess=group.measured_s - group.predicted_s).nlargest(
-            most, "excess")
-        lines.append("furthest over their prediction: " + ", ".join(
-            f"{r.op} {r.part} {_ms(r.measured_s)} vs {_ms(r.predicted_s)} ms"
-            for r in over.itertuples()))
+        over = group.assign(excess=group.measured_s - group.predicted_s).dropna(
+            subset=["excess"]).nlargest(most, "excess")
+        if len(over):
+            lines.append("furthest over their prediction: " + ", ".join(
+                f"{r.op} {r.part} {_ms(r.measured_s)} vs {_ms(r.predicted_s)} ms"
+                for r in over.itertuples()))
         lines.append("")
+    lines.extend(library_in_pass_lines(ops, most))
     return "\n".join(lines).rstrip()
+
+
+def _geomean(ratios: pd.Series) -> float:
+    return float(np.exp(np.log(ratios).mean()))
+
+
+def library_in_pass(ops: pd.DataFrame, library: str = ORT) -> pd.DataFrame:
+    """Per thread count and conv op, inside the passes: the plan's conv against the
+    library's node for it (``library``/plan: above 1, ours is faster).  The library's node
+    holds what it fused into the conv (relu, relu6, the residual add), ours the conv alone:
+    the glue is compared as a whole beside it (:func:`library_in_pass_lines`).  At 2
+    threads this is the fair per-layer cold comparison the per-layer cold-weights protocol
+    is not (:meth:`convbench.harness.coldcache.Evictor.before_twin`)."""
+    convs = ops[(ops.part == "op") & (ops.kind == "conv")]
+    ours = convs[convs["pass"] == planfile.PLAN]
+    theirs = convs[convs["pass"] == library]
+    both = ours.merge(theirs, on=["threads", "op"], suffixes=("", "_library"))
+    return pd.DataFrame({"threads": both.threads, "op": both.op,
+                         "layer_class": both.layer_class, "ours_s": both.measured_s,
+                         "library_s": both.measured_s_library,
+                         "ratio": both.measured_s_library / both.measured_s})
+
+
+def library_in_pass_lines(ops: pd.DataFrame, most: int = 5, library: str = ORT
+                          ) -> list[str]:
+    """The per-layer comparison inside the passes, by layer class, and what each side
+    spends besides its convs (glue, transforms, ORT's reorders)."""
+    table = library_in_pass(ops, library)
+    lines = []
+    for threads, group in table.groupby("threads", sort=True):
+        parts = [f"all {_geomean(group.ratio):.2f}"]
+        for cls, rows in group.groupby("layer_class", sort=True):
+            worst = rows.loc[rows.ratio.idxmin()]
+            parts.append(f"{cls} {_geomean(rows.ratio):.2f} (min {worst.ratio:.2f} {worst.op})")
+        lines.append(f"{library}/plan per conv inside the passes at {threads} thread(s), "
+                     "geomean by layer class (its node holds the relu / add it fused): "
+                     + "; ".join(parts))
+        sides = ops[ops.threads == threads]
+        rest = []
+        for label in (planfile.PLAN, library):
+            side = sides[sides["pass"] == label]
+            convs = side[(side.part == "op") & (side.kind == "conv")].measured_s.sum()
+            rest.append(f"{label} convs {_ms(convs)} ms + the rest "
+                        f"{_ms(side.measured_s.sum() - convs)} ms")
+        lines.append("  " + "; ".join(rest))
+        lowest = group.nsmallest(most, "ratio")
+        lines.append("  lowest: " + ", ".join(
+            f"{r.op} {r.ratio:.2f} ({_ms(r.ours_s)} vs {_ms(r.library_s)} ms)"
+            for r in lowest.itertuples()))
+    return lines
 
 
 def speedup_lines(group: pd.DataFrame) -> list[str]:

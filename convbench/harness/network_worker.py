@@ -12,7 +12,9 @@ back-to-back passes; ``cold``: one pass per value, right after the caches were e
 (:mod:`convbench.harness.coldcache`).  The answer (JSON) holds per pass and cache mode
 the values and the reference's values of the same rounds, or why the pass was not timed;
 with ``profile`` (a repeat count), after the timing, each of our passes' seconds per op and
-per op's transforms inside the pass (:meth:`~convbench.network.executor.NetworkPass.profile`).
+per op's transforms inside the pass (:meth:`~convbench.network.executor.NetworkPass.profile`),
+and ONNX Runtime's per node from its profiler
+(:meth:`~convbench.network.onnxruntime_pass.OrtPass.profile`).
 
 Why not the kernel worker: its job, protocol and journal are keyed by conv cases (one
 layer, one variant); a pass is a whole graph.  The pinning before numba starts its threads
@@ -129,7 +131,7 @@ def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
     if job.get("profile"):   # after the timing, which it must not disturb
         profiles = {label: [[op, part, seconds] for (op, part), seconds in
                             built.profile(int(job["profile"])).items()]
-                    for label, built in alive.items() if label not in LIBRARIES}
+                    for label, built in alive.items() if hasattr(built, "profile")}
         for row in out:
             if row["pass"] in profiles:
                 row["profile"] = profiles[row["pass"]]

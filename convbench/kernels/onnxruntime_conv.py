@@ -82,15 +82,20 @@ def _session_options(threads: int, optimised_path: str) -> Any:
     return options
 
 
-def optimised_session(model: Any, threads: int) -> tuple[Any, Any]:
-    """An ORT session on ``model`` and the graph ORT optimised from it (what it runs)."""
+def optimised_session(model: Any, threads: int, profile_prefix: str | None = None
+                      ) -> tuple[Any, Any]:
+    """An ORT session on ``model`` and the graph ORT optimised from it (what it runs);
+    ``profile_prefix``: ORT's profiler on, its JSON written there by ``end_profiling``."""
     import onnx
     import onnxruntime as ort
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "optimised.onnx")
-        session = ort.InferenceSession(model.SerializeToString(),
-                                       _session_options(threads, path),
+        options = _session_options(threads, path)
+        if profile_prefix:
+            options.enable_profiling = True
+            options.profile_file_prefix = profile_prefix
+        session = ort.InferenceSession(model.SerializeToString(), options,
                                        providers=["CPUExecutionProvider"])
         return session, onnx.load(path)
 
