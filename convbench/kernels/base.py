@@ -111,6 +111,12 @@ class Prepared(ABC):
         :data:`PERFORMED_FLOPS`."""
         return {}
 
+    def fuse_activation(self, kind: str) -> bool:
+        """Apply activation ``kind`` ("relu" or "relu6") to every output this kernel writes
+        from now on, in its own stores (:mod:`convbench.kernels.epilogue`); False, and
+        nothing changed, where the kernel cannot (the network pass then runs the glue op)."""
+        return False
+
     def hot_kernels(self) -> tuple[object, ...]:
         """The numba dispatchers doing the work, for the static code profile.
 

@@ -37,6 +37,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from convbench.kernels import epilogue
 from convbench.kernels._numba_support import cached_closure, data_ptr, stable_identity
 from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
 from convbench.kernels.buffers import page_aligned, page_aligned_zeros
@@ -89,7 +90,7 @@ def pack_weights(w_oihw: np.ndarray, lanes: int = V) -> np.ndarray:
 
 @intrinsic
 def tile_3x3(typingctx, xp, row_len, pix, wq, zp, row_mask, col_mask, yp, y_row, y_pix,
-             nrows, npix, rows, pixels, stride, lanes):  # pragma: no cover - codegen hook
+             nrows, npix, rows, pixels, stride, lanes, act):  # pragma: no cover - codegen hook
     """One register tile of ``rows`` x ``pixels`` outputs and ``lanes`` channels: the
     kernel's micro-kernel, written as vector IR.
 
@@ -108,11 +109,12 @@ def tile_3x3(typingctx, xp, row_len, pix, wq, zp, row_mask, col_mask, yp, y_row,
     masks and whole tiles as constants, and the selects and store guards fold away; with
     ``pix`` a constant (NCHW16c: ``lanes``) every load is a row pointer plus a
     displacement.  The vectors are ``lanes`` wide whatever the host: LLVM splits them into
-    the registers the compile width allows."""
-    shape = (rows, pixels, stride, lanes)
+    the registers the compile width allows.  ``act``: the activation applied before the
+    stores (a compile-time :mod:`convbench.kernels.epilogue` code)."""
+    shape = (rows, pixels, stride, lanes, act)
     if not all(isinstance(k, types.IntegerLiteral) for k in shape):
         return None
-    R, P, S, L = (k.literal_value for k in shape)
+    R, P, S, L, ACT = (k.literal_value for k in shape)
     vec_ptr = ir.VectorType(ir.FloatType(), L).as_pointer()
 
     def codegen(context, builder, signature, args):
@@ -158,11 +160,12 @@ def tile_3x3(typingctx, xp, row_len, pix, wq, zp, row_mask, col_mask, yp, y_row,
                 builder.icmp_signed("<", ir.Constant(n_r.type, r), n_r),
                 builder.icmp_signed("<", ir.Constant(n_p.type, p), n_p))
             with cgutils.if_likely(builder, wanted):
-                builder.store(acc, at(y, r, out_row, p, out_pix), align=4)
+                builder.store(epilogue.vector_ir(builder, acc, ACT),
+                              at(y, r, out_row, p, out_pix), align=4)
         return context.get_dummy_value()
 
     sig = types.void(xp, row_len, pix, wq, zp, row_mask, col_mask, yp, y_row, y_pix,
-                     nrows, npix, rows, pixels, stride, lanes)
+                     nrows, npix, rows, pixels, stride, lanes, act)
     return sig, codegen
 
 
@@ -201,7 +204,7 @@ def nhwc_lanes(registers: object | None = None) -> int:
 @cache
 def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
                 parallel: bool = True, blocked: bool = False, channels: int = 0,
-                lanes: int = V):
+                lanes: int = V, act: int = epilogue.NONE):
     """The NHWC kernel for one stride and register tiles of ``rows`` x ``tile`` output pixels.
 
     A prange job is ``rows`` output rows of one image.  Per tile and channel block of
@@ -228,7 +231,9 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
     or "blocks".  Neither wins everywhere on the Zen 4 host: at C = 1024 (7 x 7) "tiles"
     ran 2x faster, at C = 512 (14 x 14) "blocks" up to 2x.  There a pixel is 2-4 KiB, so
     a block's input pixels all fall into one or two L1 sets (8 ways) and evict each other:
-    C = 1008 or 1040 ran 1.4x faster per block than 1024."""
+    C = 1008 or 1040 ran 1.4x faster per block than 1024.
+
+    ``act``: an activation fused into the stores (:mod:`convbench.kernels.epilogue`)."""
     S, R, P = stride, rows, tile
     NROW, NCOL = (R - 1) * S + 3, (P - 1) * S + 3
     ROWS_ALL, COLS_ALL = (1 << NROW) - 1, (1 << NCOL) - 1
@@ -243,7 +248,8 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
     PIX = V if blocked else channels   # 0: C read at run time
     key = (f"s{S}_r{R}_t{P}_{order}" + ("_blocked" if blocked else "")
            + (f"_c{channels}" if channels and not blocked else "")
-           + (f"_l{L}" if L != V else ""))
+           + (f"_l{L}" if L != V else "") + epilogue.key_suffix(act))
+    ACT = act
 
     def dw3x3_nhwc(x, wp, zero, y, ph, pw, w_groups):  # pragma: no cover - jitted
         """Image n uses weight group n % w_groups (1 for NHWC; C/V for NCHW16c's view).
@@ -281,7 +287,8 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
                     iw0 = t * P * S - pw
                     # (pruned where WHOLE: it could not take NCHW16c's 5-D arrays either)
                     if not WHOLE and c_len - c0 < L:
-                        _tail_block(x, wp, y, n, blk, c0, oh0, nrows, t * P, npix, S, ph, pw)
+                        _tail_block(x, wp, y, n, blk, c0, oh0, nrows, t * P, npix, S, ph, pw,
+                                    ACT)
                         continue
                     col_mask = _inside_bits(iw0, NCOL, iw_len)
                     xq = data_ptr(x, ((n * ih_len + ih0) * iw_len + iw0) * c_len + c0)
@@ -289,17 +296,18 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
                     wq = data_ptr(wp, blk * 9 * L)
                     if row_mask == ROWS_ALL and col_mask == COLS_ALL and nrows == R and npix == P:
                         tile_3x3(xq, x_row, pix, wq, zp, ROWS_ALL, COLS_ALL, yq, y_row, pix,
-                                 R, P, R, P, S, L)
+                                 R, P, R, P, S, L, ACT)
                     else:
                         tile_3x3(xq, x_row, pix, wq, zp, row_mask, col_mask, yq, y_row, pix,
-                                 nrows, npix, R, P, S, L)
+                                 nrows, npix, R, P, S, L, ACT)
 
     mode = "parallel" if parallel else "serial"
     return cached_closure(f"{key}_{mode}", parallel=parallel, fastmath=True)(dw3x3_nhwc)
 
 
 @numba.njit(fastmath=True, cache=True)
-def _tail_block(x, wp, y, n, blk, c0, oh0, nrows, ow0, npix, stride, ph, pw):  # pragma: no cover
+def _tail_block(x, wp, y, n, blk, c0, oh0, nrows, ow0, npix, stride, ph, pw,
+                act):  # pragma: no cover - jitted
     """The last channel block when C is not a multiple of the lanes: its ``C - c0`` lanes of one
     tile's outputs, tap by tap (rare, so kept plain rather than fast)."""
     ih_len, iw_len, c_len = x.shape[1:]
@@ -314,7 +322,7 @@ def _tail_block(x, wp, y, n, blk, c0, oh0, nrows, ow0, npix, stride, ph, pw):  #
                         iw = ow * stride - pw + kw
                         if 0 <= ih < ih_len and 0 <= iw < iw_len:
                             acc += wp[blk, kw, kh, lane] * x[n, ih, iw, c0 + lane]
-                y[n, oh, ow, c0 + lane] = acc
+                y[n, oh, ow, c0 + lane] = epilogue.scalar(acc, act)
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
@@ -389,18 +397,27 @@ class DepthwiseNHWC(Prepared):
         # C fixed at compile time where it is whole vectors (every network's depthwise
         # layer); other channel counts share one kernel per tile (no compile per C)
         self.channels = problem.ic if not blocked and problem.ic % lanes == 0 else 0
-        self.kernel = nhwc_kernel(problem.sh, *tile_shape(tile), order, blocked=blocked,
-                                  channels=self.channels, lanes=lanes)
-        self.serial = nhwc_kernel(problem.sh, *tile_shape(tile), order, parallel=False,
-                                  blocked=blocked, channels=self.channels, lanes=lanes)
-        # built in the worker, under the threads it runs with: numba.get_num_threads()
-        # costs ~0.5 us a call (Zen 5 host), 6% of MobileNet V1's conv_dw_12 at 1 thread
-        self.launch = self.kernel if numba.get_num_threads() > 1 else self.serial
+        self._compile(epilogue.NONE)
         self.wp = page_aligned(pack_weights(np.asarray(w, np.float32), lanes))
         self.zero = page_aligned_zeros(lanes)   # the vector padding taps read
         self.packed_weight_bytes = self.wp.nbytes
         self.workspace_bytes = self.zero.nbytes
         self.w_groups = -(-problem.ic // V) if blocked else 1
+
+    def _compile(self, act: int) -> None:
+        blocked = self.in_layout == BLOCKED
+        shape = (self.p.sh, *tile_shape(self.tile), self.order)
+        self.kernel = nhwc_kernel(*shape, blocked=blocked, channels=self.channels,
+                                  lanes=self.lanes, act=act)
+        self.serial = nhwc_kernel(*shape, parallel=False, blocked=blocked,
+                                  channels=self.channels, lanes=self.lanes, act=act)
+        # built in the worker, under the threads it runs with: numba.get_num_threads()
+        # costs ~0.5 us a call (Zen 5 host), 6% of MobileNet V1's conv_dw_12 at 1 thread
+        self.launch = self.kernel if numba.get_num_threads() > 1 else self.serial
+
+    def fuse_activation(self, kind: str) -> bool:
+        self._compile(epilogue.CODES[kind])
+        return True
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         if self.channels and x.shape[3] != self.channels:

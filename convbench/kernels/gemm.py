@@ -145,12 +145,12 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
         ldc = c.strides[0] // 4
         if j0 + NR <= c.shape[1]:
             if first:
-                tile_store(acc, c, i0 * ldc + j0, ldc, rows, MR, NR, False)
+                tile_store(acc, c, i0 * ldc + j0, ldc, rows, MR, NR, False, 0)
             else:
-                tile_store(acc, c, i0 * ldc + j0, ldc, rows, MR, NR, True)
+                tile_store(acc, c, i0 * ldc + j0, ldc, rows, MR, NR, True, 0)
         else:
             edge = numba.carray(stack_f32(MN), (MR, NR))
-            tile_store(acc, edge, 0, NR, MR, MR, NR, False)
+            tile_store(acc, edge, 0, NR, MR, MR, NR, False, 0)
             store_scalar(edge, c, i0, j0, first)
 
     @cached_closure(tile, fastmath=True)

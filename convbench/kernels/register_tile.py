@@ -24,6 +24,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from convbench import host
+from convbench.kernels import epilogue
 from convbench.kernels._numba_support import stable_identity
 
 REGISTERS = host.register_file()
@@ -131,13 +132,16 @@ def tile_fma(typingctx, acc, x, x_off, x_step, w, w_off, rows, width):  # pragma
 
 
 @intrinsic
-def tile_store(typingctx, acc, y, y_off, y_step, valid, rows, width, add):  # pragma: no cover
+def tile_store(typingctx, acc, y, y_off, y_step, valid, rows, width, add,
+               act):  # pragma: no cover - typing/codegen hook
     """y[y_off + r * y_step : ... + width] (+)= acc[r, :] for r < min(valid, rows): set,
-    or added to what y holds when ``add`` (a compile-time bool) is true."""
-    if not (_literal_ints(rows, width) and _f32_array(y)
+    or added to what y holds when ``add`` (a compile-time bool) is true; then activation
+    ``act`` (a compile-time :mod:`convbench.kernels.epilogue` code) applied."""
+    if not (_literal_ints(rows, width, act) and _f32_array(y)
             and isinstance(add, types.BooleanLiteral)):
         return None
     n_rows, n, accumulate = rows.literal_value, width.literal_value, add.literal_value
+    activation = act.literal_value
 
     def codegen(context, builder, signature, args):
         acc, y_arr, y_off, y_step, valid = args[:5]
@@ -155,10 +159,11 @@ def tile_store(typingctx, acc, y, y_off, y_step, valid, rows, width, add):  # pr
                     dst = _at(builder, y_data, builder.add(row, ir.Constant(intp, offset)), lanes)
                     if accumulate:
                         value = builder.fadd(builder.load(dst, align=4), value)
-                    builder.store(value, dst, align=4)
+                    builder.store(epilogue.vector_ir(builder, value, activation), dst,
+                                  align=4)
         return context.get_dummy_value()
 
-    return types.none(acc, y, y_off, y_step, valid, rows, width, add), codegen
+    return types.none(acc, y, y_off, y_step, valid, rows, width, add, act), codegen
 
 
 @intrinsic

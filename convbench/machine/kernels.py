@@ -193,7 +193,7 @@ def fma_tile(lanes: int) -> Callable[..., None]:
                 acc = tile_zero(TILE_ROWS, width)
                 for k in range(TILE_DEPTH):
                     tile_fma(acc, xt, k * TILE_ROWS, 1, w, k * width, TILE_ROWS, width)
-                tile_store(acc, yt, 0, width, TILE_ROWS, TILE_ROWS, width, True)
+                tile_store(acc, yt, 0, width, TILE_ROWS, TILE_ROWS, width, True, 0)
 
     return kernel
 
