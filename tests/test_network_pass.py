@@ -63,6 +63,14 @@ def _make_plan(directory, extra: list[str] = ()) -> dict:
                    "threads": 1, "median_s": 1e-6, "status": "ok"}
                   for a, b in itertools.permutations(("nchw", "nhwc", "nchw8c", "nchw16c"), 2)]
                  ).to_parquet(directory / "transforms.parquet")
+    # every glue op 2 us in every layout: the same in each, so no choice turns on it
+    keys = glue.network_keys(load_suite(SUITE).graph)
+    pd.DataFrame([{"kind": k.kind, "mb": k.shape[0], "c": k.shape[1], "h": k.shape[2],
+                   "w": k.shape[3], "inputs": k.inputs, "k": k.k, "s": k.s, "p": k.p,
+                   "in_place": k.in_place, "layout": layout, "threads": 1, "median_s": 2e-6,
+                   "status": "ok"}
+                  for k in keys for layout in ("nchw", "nhwc", "nchw8c", "nchw16c")]
+                 ).to_parquet(directory / "glue.parquet")
     with pytest.raises(SystemExit) as done:
         main(["plan", str(SUITE), "--records", str(directory / "records.jsonl"),
               "--transforms", str(directory), "-o", str(directory / "plan.json")])
@@ -201,6 +209,30 @@ def test_a_pass_matches_the_float64_reference(plan_dir, reference_pass, label):
     np.testing.assert_allclose(run.output(), again[graph.output], rtol=1e-4, atol=1e-5)
 
 
+def test_a_relu_runs_inside_the_conv_before_it_where_the_kernel_fuses_it(plan_dir,
+                                                                         reference_pass):
+    """The plan runs conv1 on nchwc, which fuses relu1 (its only reader, same layout, no
+    transform between): relu1 makes no call and its tensor is conv1's buffer; relu2 follows
+    an add and stays a glue op.  Fused or not, the pass matches the reference."""
+    graph, x, weights, reference = reference_pass
+    spec = planfile.read_plan(plan_dir / "plan.json").passes["plan"]
+    fused = executor.NetworkPass(graph, spec, weights)
+    apart = executor.NetworkPass(graph, spec, weights, fuse=False)
+    assert fused.fused == {"relu1": "conv1"} and apart.fused == {}
+    layout = fused.produced["conv1"]
+    assert fused.buffers["relu1", layout] is fused.buffers["conv1", layout]
+    assert len(fused.calls) == len(apart.calls) - 1
+    assert ("relu1", executor.OP) not in fused.labels
+    for run in (fused, apart):
+        run.input[...] = x
+        run()
+        verdict = executor.check(graph, reference, executor.pass_tensors(run),
+                                 executor.op_growth(graph, spec))
+        assert verdict.passed, verdict.reason
+    assert executor.predicted_parts(spec, fused.fused)["relu1", executor.OP] == 0.0
+    assert executor.predicted_parts(spec)["relu1", executor.OP] > 0.0
+
+
 def test_the_check_names_the_first_wrong_tensor(plan_dir, reference_pass):
     graph, x, weights, reference = reference_pass
     spec = planfile.read_plan(plan_dir / "plan.json").passes["plan"]
@@ -337,11 +369,17 @@ def test_the_profile_times_every_op_inside_the_pass(plan_dir, tmp_path, cli):
     assert (ort.measured_s > 0).all() and ort.predicted_s.isna().all()
     assert set(ort[ort.kind == "conv"].layer_class) == {"3x3", "1x1"}
     mine = ops[ops["pass"] == "plan"]
-    assert set(mine[mine.part == "op"].op) == {op.name for op in graph.ops}
+    # relu1 runs inside conv1's stores (nchwc fuses it): no op of its own to time
+    assert set(mine[mine.part == "op"].op) == {op.name for op in graph.ops} - {"relu1"}
     assert set(mine[mine.part == "transforms"].op) == (
         {s.op for s in plan.passes["plan"].steps if s.transforms} | {"output"})
     assert (mine.measured_s > 0).all()
-    assert mine.predicted_s.sum() == pytest.approx(plan.passes["plan"].predicted_s)
+    relu1 = next(s.seconds for s in plan.passes["plan"].steps if s.op == "relu1")
+    assert mine.predicted_s.sum() == pytest.approx(plan.passes["plan"].predicted_s - relu1)
+    rows = pd.read_parquet(out / "network.parquet").set_index("pass")
+    assert rows.loc["plan", "fused_ops"] == 1
+    assert rows.loc["plan", "predicted_s"] == pytest.approx(
+        plan.passes["plan"].predicted_s - relu1)
     frame = pd.read_parquet(out / "network.parquet").set_index("pass")
     # the ops' own times add up to the pass, within what a shared host's noise allows:
     # the pass takes ~50 us and is timed apart from the profile, so on a clean-clone CI of

@@ -64,20 +64,33 @@ NETWORK_OPS_FILE = "network_ops.parquet"
 COLUMNS = ("pass", "cache", "threads", "status", "reason", "median_s", "ci_low_s",
            "ci_high_s", "n_values", "ref_ratio", "loops", "predicted_s", "plan_reference_s",
            "plan_threads", "plan_cache", "max_abs_err", "max_rel_err", "err_bound_ratio", "build_s",
-           "first_call_s", "host")
+           "first_call_s", "fused_ops", "host")
 # network.parquet's columns as the report reads them back (results.columns.coerce)
 TYPES = {**{c: "float64" for c in COLUMNS if c.endswith("_s") or c.endswith("_err")},
          "err_bound_ratio": "float64", "ref_ratio": "float64",
          "pass": "string", "cache": "string", "status": "string", "reason": "string",
          "plan_cache": "string", "host": "string",
-         "threads": "int64", "n_values": "int64", "loops": "int64", "plan_threads": "int64"}
+         "threads": "int64", "n_values": "int64", "loops": "int64", "plan_threads": "int64",
+         "fused_ops": "int64"}
 
 
-def _predicted(plan: planfile.PlanFile, label: str) -> float:
+def _predicted(plan: planfile.PlanFile, label: str, fused: Sequence[str] = ()) -> float:
+    """The pass's predicted total; ``fused``: its glue ops that ran inside a conv's stores
+    (:attr:`convbench.network.executor.NetworkPass.fused`), whose predicted seconds it
+    does not spend.  (The plan's dynamic program charges each relu alike in every layout, so
+    its choices hold; only the total drops.)"""
     if label == BOUND:
         return plan.bound_s
     spec = plan.passes.get(label)
-    return spec.predicted_s if isinstance(spec, planfile.PassSpec) else math.nan
+    if not isinstance(spec, planfile.PassSpec):
+        return math.nan
+    return spec.predicted_s - sum(s.seconds for s in spec.steps if s.op in set(fused))
+
+
+def _fused(answers: Sequence[dict[str, Any]], label: str) -> list[str]:
+    """The glue ops a pass fused (the same in every process: the plan and kernels decide)."""
+    return next((list(row.get("fused", ())) for answer in answers for row in answer
+                 if row["pass"] == label), [])
 
 
 @dataclass(frozen=True)
@@ -137,7 +150,8 @@ def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (
         for label in (*PASSES, BOUND):
             for mode in cache:
                 base = {"pass": label, "cache": mode, "threads": t, "host": host,
-                        "predicted_s": _predicted(plan, label),
+                        "predicted_s": _predicted(plan, label, _fused(answers, label)),
+                        "fused_ops": len(_fused(answers, label)),
                         "plan_reference_s": plan.reference_s, "plan_threads": plan.threads,
                         "plan_cache": plan.cache}
                 if label == BOUND:
@@ -174,8 +188,8 @@ def _op_rows(plan: planfile.PlanFile, answers: Sequence[Sequence[dict[str, Any]]
     out = []
     for label, parts in measured.items():
         spec = plan.passes.get(label)   # a library's pass predicts nothing
-        predicted = (executor.predicted_parts(spec) if isinstance(spec, planfile.PassSpec)
-                     else {})
+        predicted = (executor.predicted_parts(spec, _fused(answers, label))
+                     if isinstance(spec, planfile.PassSpec) else {})
         for (op, part), values in parts.items():
             out.append({"pass": label, "threads": threads, "op": op,
                         "kind": "transform" if part == executor.TRANSFORMS else kinds[op],
@@ -318,8 +332,9 @@ def _geomean(ratios: pd.Series) -> float:
 def library_in_pass(ops: pd.DataFrame, library: str = ORT) -> pd.DataFrame:
     """Per thread count and conv op, inside the passes: the plan's conv against the
     library's node for it (``library``/plan: above 1, ours is faster).  The library's node
-    holds what it fused into the conv (relu, relu6, the residual add), ours the conv alone:
-    the glue is compared as a whole beside it (:func:`library_in_pass_lines`).  At 2
+    holds what it fused into the conv (relu, relu6, the residual add), ours the conv with
+    the relus it fused (:attr:`convbench.network.executor.NetworkPass.fused`): the rest
+    of the glue is compared as a whole beside it (:func:`library_in_pass_lines`).  At 2
     threads this is the fair per-layer cold comparison the per-layer cold-weights protocol
     is not (:meth:`convbench.harness.coldcache.Evictor.before_twin`)."""
     convs = ops[(ops.part == "op") & (ops.kind == "conv")]

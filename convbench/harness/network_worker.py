@@ -87,7 +87,8 @@ def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
             t1 = time.perf_counter()
             built.input[...] = x
             built()
-            answer.update(build_s=t1 - t0, first_call_s=time.perf_counter() - t1)
+            answer.update(build_s=t1 - t0, first_call_s=time.perf_counter() - t1,
+                          fused=sorted(getattr(built, "fused", {})))
         except Exception as exc:  # a pass that cannot run is a result, not a crash
             answer.update(status="error", reason=_error(exc))
             continue

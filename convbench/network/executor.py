@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from convbench.kernels import layouts, registry, transforms
+from convbench.kernels import epilogue, layouts, registry, transforms
 from convbench.kernels.base import Prepared, Variant
 from convbench.kernels.buffers import page_aligned
 from convbench.kernels.reference import EPS32
 from convbench.network import glue
-from convbench.network.planfile import PassSpec, PlanFileError, TransformSpec
+from convbench.network.planfile import PassSpec, PlanFileError, StepSpec, TransformSpec
 from convbench.network.reference import random_weights
 from convbench.spec.network import INPUT, Network, Op
 
@@ -77,12 +77,15 @@ class NetworkPass:
     labels: list[tuple[str, str]] = field(default_factory=list)
     produced: dict[str, str] = field(default_factory=dict)   # tensor -> layout written
     growth: float = 1.0                                       # largest error_growth used
+    fuse: bool = True            # relu / relu6 into the conv before them, where it can
+    fused: dict[str, str] = field(default_factory=dict)       # glue op -> conv it ran in
 
     def __post_init__(self) -> None:
         net = self.network
         self._buffer(INPUT, "nchw")
         self.produced[INPUT] = "nchw"
-        for op, step in zip(net.ops, self.spec.steps, strict=True):
+        steps = self.spec.steps
+        for i, (op, step) in enumerate(zip(net.ops, steps, strict=True)):
             if op.name != step.op:
                 raise PlanFileError(f"{self.spec.label}: step {step.op!r} where the network "
                                     f"runs {op.name!r}")
@@ -91,6 +94,12 @@ class NetworkPass:
             self._label(op.name, TRANSFORMS)
             if op.kind == "conv":
                 self._conv(op, step.variant, step.in_layout, step.layout)
+                after = i + 1 < len(steps) and (net.ops[i + 1], steps[i + 1])
+                if after and self.fuse and fusible(net, op, step, *after):
+                    self._fuse(after[0], op, step.layout)
+            elif op.name in self.fused:
+                self.buffers[op.name, step.layout] = self.buffers[self.fused[op.name],
+                                                                  step.layout]
             else:
                 self._glue(op, step.layout)
             self._label(op.name, OP)
@@ -186,6 +195,12 @@ class NetworkPass:
         self.growth = max(self.growth, algorithm.error_growth)
         x = self._held(op.inputs[0], in_layout, op.name)
         self.calls.append((prepared.run, (x, self._buffer(op.name, out_layout))))
+
+    def _fuse(self, activation: Op, conv: Op, layout: str) -> None:
+        """Run ``activation`` inside ``conv``'s stores when its kernel can: the activation
+        then makes no call, and its tensor is the conv's buffer (as when it ran in place)."""
+        if self.kernels[conv.name].fuse_activation(activation.kind):
+            self.fused[activation.name] = conv.name
 
     def _glue(self, op: Op, layout: str) -> None:
         i = glue.in_place_input(self.network, op)
@@ -309,13 +324,25 @@ def pass_tensors(p: NetworkPass) -> dict[str, np.ndarray]:
     return {op.name: p.tensor_nchw(op.name) for op in p.network.ops if op.name not in gone}
 
 
-def predicted_parts(spec: PassSpec) -> dict[tuple[str, str], float]:
-    """The plan's seconds per (op, part), as :meth:`NetworkPass.profile` measures them."""
+def fusible(network: Network, conv: Op, conv_step: StepSpec, op: Op, step: StepSpec) -> bool:
+    """Whether glue ``op`` (run right after ``conv``) may run inside the conv's stores: a
+    relu or relu6 of the conv's output that no other op reads (so it runs in place:
+    :func:`convbench.network.glue.in_place_input`), in the layout the conv writes, with no
+    transform between them.  The kernel must also fuse it (``Prepared.fuse_activation``)."""
+    return (op.kind in epilogue.CODES and op.inputs == (conv.name,)
+            and glue.in_place_input(network, op) == 0 and not step.transforms
+            and step.layout == conv_step.layout)
+
+
+def predicted_parts(spec: PassSpec, fused: Collection[str] = ()
+                    ) -> dict[tuple[str, str], float]:
+    """The plan's seconds per (op, part), as :meth:`NetworkPass.profile` measures them;
+    ``fused`` ops (:attr:`NetworkPass.fused`) cost nothing of their own."""
     parts: dict[tuple[str, str], float] = {}
     for step in spec.steps:
         if step.transforms:
             parts[step.op, TRANSFORMS] = sum(t.seconds for t in step.transforms)
-        parts[step.op, OP] = step.seconds
+        parts[step.op, OP] = 0.0 if step.op in fused else step.seconds
     if spec.output_transform is not None:
         parts[OUTPUT, TRANSFORMS] = spec.output_transform.seconds
     return parts

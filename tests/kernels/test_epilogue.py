@@ -1,0 +1,69 @@
+"""Activations fused into the kernels' stores (kernels/epilogue.py): a kernel switched to
+relu or relu6 writes exactly the activation of what it wrote before, on every path that
+stores (nchwc's row and plane tiles, a strided plane, depthwise's NHWC and NCHW16c tiles
+and its scalar tail block), and NaN stays NaN."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from convbench.harness import verify
+from convbench.kernels.base import Variant
+from convbench.spec.descriptor import parse_descriptor
+
+NCHWC = dict(ic_bn=16, oc_bn=16, reg_n=7, unroll_ker=False)
+CASES = [
+    # nchwc: rows (padded 3x3), plane (1x1), strided plane (1x1 stride 2, gathered), tail
+    ('mb1ic32ih14oc48oh14kh3ph1n"rows"', "nchwc", "nchwxc", NCHWC),
+    ('mb1ic32ih10oc32oh10kh1n"plane"', "nchwc", "nchwxc", {**NCHWC, "reg_n": 6}),
+    ('mb1ic32ih14oc32oh7kh1sh2n"strided"', "nchwc", "nchwxc", {**NCHWC, "reg_n": 4}),
+    # depthwise: whole vectors, a C with a tail block (NHWC), NCHW16c's view
+    ('g64mb1ic64ih12oc64oh12kh3ph1n"dw"', "depthwise3x3", "nhwc", {"tile": "2x4"}),
+    ('g40mb1ic40ih14oc40oh7kh3sh2ph1n"dwtail"', "depthwise3x3", "nhwc", {"tile": "1x1"}),
+    ('g40mb1ic40ih9oc40oh9kh3ph1n"dwblk"', "depthwise3x3", "nchw16c", {"tile": "2x4"}),
+]
+
+
+def _built(desc, algorithm, layout, params, scale=3.0):
+    p = parse_descriptor(desc)
+    rng = np.random.default_rng(7)
+    x = (scale * rng.standard_normal(p.input_shape)).astype(np.float32)
+    w = rng.standard_normal(p.weight_shape).astype(np.float32)
+    params = {"order": "tiles", **params} if algorithm == "depthwise3x3" else params
+    return verify.prepare(p, Variant.of(algorithm, layout, params), x, w)
+
+
+@pytest.mark.parametrize("kind", ["relu", "relu6"])
+@pytest.mark.parametrize("case", CASES, ids=[c[0].rsplit('"', 2)[1] for c in CASES])
+def test_a_fused_activation_is_the_activation_of_the_plain_output(case, kind):
+    ex = _built(*case)
+    ex.prepared.run(ex.x, ex.y)
+    plain = ex.y.copy()
+    # the sums cross both bounds, so both clamps are exercised
+    assert (plain < 0).mean() > 0.2 and (kind == "relu" or (plain > 6).mean() > 0.05)
+    assert ex.prepared.fuse_activation(kind)
+    ex.y[...] = np.nan   # every output written again, none left from before
+    ex.prepared.run(ex.x, ex.y)
+    want = np.maximum(plain, 0) if kind == "relu" else np.clip(plain, 0, 6)
+    np.testing.assert_array_equal(ex.y, want)
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[3], CASES[4]], ids=["nchwc", "dw", "tail"])
+def test_nan_survives_a_fused_relu(case):
+    """A NaN input poisons the outputs that read it; the fused relu keeps them NaN (a
+    kernel gone wrong still fails the network pass's check, as with the glue relu)."""
+    ex = _built(*case)
+    ex.prepared.fuse_activation("relu6")
+    ex.x.reshape(-1)[0] = np.nan
+    ex.prepared.run(ex.x, ex.y)
+    assert np.isnan(ex.y).any()
+
+
+def test_a_kernel_that_cannot_fuse_says_so_and_changes_nothing():
+    ex = _built('mb1ic8ih6oc8oh6kh3ph1n"d"', "direct", "nchw", {})
+    ex.prepared.run(ex.x, ex.y)
+    plain = ex.y.copy()
+    assert ex.prepared.fuse_activation("relu") is False
+    ex.prepared.run(ex.x, ex.y)
+    np.testing.assert_array_equal(ex.y, plain)
