@@ -233,6 +233,37 @@ def test_a_relu_runs_inside_the_conv_before_it_where_the_kernel_fuses_it(plan_di
     assert executor.predicted_parts(spec)["relu1", executor.OP] > 0.0
 
 
+@pytest.mark.parametrize("label", ["plan", "all-nchw", "all-nhwc", "all-nchwxc"])
+def test_tensors_whose_lives_do_not_overlap_share_storage(plan_dir, reference_pass, label):
+    """Storage is planned as an arena: fewer blocks than buffers; two buffers on one block
+    never live at the same op; the input and the output keep their own; a blocked buffer
+    with padding channels shares only with its own shape.  Shared or not, the pass
+    computes the same output."""
+    graph, x, weights, _reference = reference_pass
+    spec = planfile.read_plan(plan_dir / "plan.json").passes[label]
+    run = executor.NetworkPass(graph, spec, weights)
+    alone = executor.NetworkPass(graph, spec, weights, shared=False)
+
+    def start(a):
+        return a.__array_interface__["data"][0]
+
+    roots = {k: b for k, b in run.buffers.items() if k not in run.aliases}
+    assert len({start(b) for b in roots.values()}) < len(roots)
+    assert len({start(b) for k, b in alone.buffers.items() if k not in alone.aliases}) == \
+        len(roots)
+    for (k1, b1), (k2, b2) in itertools.combinations(roots.items(), 2):
+        if np.shares_memory(b1, b2):
+            (f1, l1), (f2, l2) = run.live[k1], run.live[k2]
+            assert l1 < f2 or l2 < f1, (k1, run.live[k1], k2, run.live[k2])
+            assert not {("input", "nchw"), (graph.output, "nchw")} & {k1, k2}
+            if b1.ndim == 5 and graph.shape(k1[0])[1] % b1.shape[-1]:
+                assert b1.shape == b2.shape
+    for p in (run, alone):
+        p.input[...] = x
+        p()
+    np.testing.assert_array_equal(run.output(), alone.output())
+
+
 def test_the_check_names_the_first_wrong_tensor(plan_dir, reference_pass):
     graph, x, weights, reference = reference_pass
     spec = planfile.read_plan(plan_dir / "plan.json").passes["plan"]

@@ -1,12 +1,14 @@
 """The network pass: a whole network run with a plan's kernels, transforms and glue.
 
 :class:`NetworkPass` builds every conv occurrence once with its own weights (the plan's
-variant, prepacked in ``build``), allocates every tensor once in each layout the plan holds
-it in (page aligned, as the kernel worker allocates), and turns the ops into a flat list of
-calls: transforms the plan pays before an op (:mod:`convbench.kernels.transforms`), the
-conv's ``run`` or the glue kernel (:mod:`convbench.network.glue`), and the output's
-transform to NCHW.  Calling the pass runs that list: one whole network on the input held
-in :attr:`NetworkPass.input`, nothing allocated.
+variant, prepacked in ``build``), gives every tensor storage in each layout the plan holds
+it in (page aligned; tensors whose lives do not overlap share it, :func:`plan_storage`),
+and turns the ops into a flat list of calls: transforms the plan pays before an op
+(:mod:`convbench.kernels.transforms`), the conv's ``run`` or the glue kernel
+(:mod:`convbench.network.glue`), and the output's transform to NCHW.  A relu or relu6 right
+after a conv runs in the conv's stores where its kernel can (:func:`fusible`).  Calling
+the pass runs that list: one whole network on the input held in
+:attr:`NetworkPass.input`, nothing allocated.
 
 Every transform the plan lists is executed, one per (tensor, consumer) edge as the
 dynamic program charged it, so the measured pass is the predicted one; two consumers
@@ -80,12 +82,32 @@ class NetworkPass:
     fuse: bool = True            # relu / relu6 into the conv before them, where it can
     fused: dict[str, str] = field(default_factory=dict)       # glue op -> conv it ran in
 
+    # (tensor, layout) -> [first op index writing it, last op index reading it]; an
+    # in-place result is the same storage as the input it overwrites (the key it aliases)
+    live: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    aliases: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    shared: bool = True          # tensors whose lives do not overlap share storage
+
     def __post_init__(self) -> None:
+        self._build_calls()
+        if self.shared:
+            storage = plan_storage(self.network, self.buffers, self.live, self.aliases)
+            self._build_calls(storage)
+
+    def _build_calls(self, storage: Mapping[tuple[str, str], np.ndarray] | None = None
+                     ) -> None:
+        """The calls of one pass.  Without ``storage`` every tensor gets its own buffer
+        and each buffer's life is recorded; with it (the second build) the same calls run
+        on the storage :func:`plan_storage` gave each tensor.  Kernels are built once."""
         net = self.network
+        self.calls, self.labels, self.produced = [], [], {}
+        self.buffers = {} if storage is None else dict(storage)
+        self._step = -1
         self._buffer(INPUT, "nchw")
         self.produced[INPUT] = "nchw"
         steps = self.spec.steps
         for i, (op, step) in enumerate(zip(net.ops, steps, strict=True)):
+            self._step = i
             if op.name != step.op:
                 raise PlanFileError(f"{self.spec.label}: step {step.op!r} where the network "
                                     f"runs {op.name!r}")
@@ -98,12 +120,12 @@ class NetworkPass:
                 if after and self.fuse and fusible(net, op, step, *after):
                     self._fuse(after[0], op, step.layout)
             elif op.name in self.fused:
-                self.buffers[op.name, step.layout] = self.buffers[self.fused[op.name],
-                                                                  step.layout]
+                self._alias((op.name, step.layout), (self.fused[op.name], step.layout))
             else:
                 self._glue(op, step.layout)
             self._label(op.name, OP)
             self.produced[op.name] = step.layout
+        self._step = len(steps)
         tail = self.spec.output_transform
         if tail is not None:
             self._transform(tail)
@@ -155,6 +177,9 @@ class NetworkPass:
 
     def _buffer(self, tensor: str, layout: str) -> np.ndarray:
         key = (tensor, layout)
+        if key not in self.live:   # the first build: written here first
+            self.live[key] = [self._step, self._step]
+        self._used(key)
         if key not in self.buffers:
             # zeros: a blocked layout's padding channels must read as zero before any op
             # has written them (every writer keeps them zero after)
@@ -163,11 +188,26 @@ class NetworkPass:
         return self.buffers[key]
 
     def _held(self, tensor: str, layout: str, reader: str) -> np.ndarray:
-        if (tensor, layout) not in self.buffers:
+        if (tensor, layout) not in self.buffers or (
+                (tensor, layout) not in self.live and (tensor, layout) not in self.aliases):
             have = self.produced.get(tensor, "nothing")
             raise PlanFileError(f"{self.spec.label}: {reader} reads {tensor!r} in {layout}, "
                                 f"but the plan leaves it in {have} with no transform")
+        self._used((tensor, layout))
         return self.buffers[tensor, layout]
+
+    def _used(self, key: tuple[str, str]) -> None:
+        """``key``'s storage is read or written at the current op: its life reaches it."""
+        root = self.aliases.get(key, key)
+        life = self.live.setdefault(root, [self._step, self._step])
+        life[1] = max(life[1], self._step)
+
+    def _alias(self, key: tuple[str, str], of: tuple[str, str]) -> np.ndarray:
+        """``key`` written over ``of`` in place (an in-place or fused op's result)."""
+        self.aliases[key] = self.aliases.get(of, of)
+        self.buffers[key] = self.buffers[of]
+        self._used(key)
+        return self.buffers[key]
 
     def _transform(self, t: TransformSpec) -> None:
         src = self._held(t.tensor, t.src, f"the transform for {t.consumer}")
@@ -185,8 +225,8 @@ class NetworkPass:
                   or algorithm.applies(problem, variant.layout, variant.param_dict))
         if reason:
             raise PlanFileError(f"{op.name} ({variant.id}) does not apply: {reason}")
-        prepared = algorithm.build(problem, self.weights[op.name], variant.layout,
-                                   variant.param_dict)
+        prepared = self.kernels.get(op.name) or algorithm.build(
+            problem, self.weights[op.name], variant.layout, variant.param_dict)
         if (prepared.in_layout, prepared.out_layout) != (in_layout, out_layout):
             raise PlanFileError(f"{self.spec.label}: {op.name} ({variant.id}) reads "
                                 f"{prepared.in_layout} and writes {prepared.out_layout}; the "
@@ -199,6 +239,8 @@ class NetworkPass:
     def _fuse(self, activation: Op, conv: Op, layout: str) -> None:
         """Run ``activation`` inside ``conv``'s stores when its kernel can: the activation
         then makes no call, and its tensor is the conv's buffer (as when it ran in place)."""
+        if activation.name in self.fused:   # the second build: fused in the first
+            return
         if self.kernels[conv.name].fuse_activation(activation.kind):
             self.fused[activation.name] = conv.name
 
@@ -208,12 +250,57 @@ class NetworkPass:
         if i is None:
             out = self._buffer(op.name, layout)
         else:   # the result over the input no one else reads (glue.in_place_input)
-            out = self.buffers[op.name, layout] = ins[0]
+            out = self._alias((op.name, layout), (op.inputs[i], layout))
         try:
             self.calls.extend(glue.op_calls(op.kind, ins, out, layout,
                                             self.network.shape(op.name)[1], op.k, op.s, op.p))
         except ValueError as exc:
             raise PlanFileError(str(exc)) from None
+
+
+# -- storage ------------------------------------------------------------------------------
+
+def plan_storage(network: Network, buffers: Mapping[tuple[str, str], np.ndarray],
+                 live: Mapping[tuple[str, str], list[int]],
+                 aliases: Mapping[tuple[str, str], tuple[str, str]]
+                 ) -> dict[tuple[str, str], np.ndarray]:
+    """Storage for every buffer of a pass: a tensor whose life (first write to last read,
+    in op indices) has ended gives its memory to the next one that fits, as inference
+    engines plan their arenas.  A pass that gives each tensor its own buffer touches every
+    activation of the network once per image: on MobileNet V1's plan at 2 threads (Zen 5
+    host) its depthwise layers ran 2x their looped time inside the pass, writing outputs
+    last touched a pass ago, while ONNX Runtime's, on recycled buffers, did not.
+
+    The network's input and output keep their own buffers (the caller fills and reads
+    them).  A blocked buffer whose channels do not fill their last block shares only with
+    buffers of its own shape: its padding channels must read zero, which every writer keeps
+    but none writes into memory that held another shape.  Two lives that meet at an op do
+    not share (the op may read one while writing the other)."""
+    pinned = {(INPUT, "nchw"), (network.output, "nchw")}
+    out: dict[tuple[str, str], np.ndarray] = {}
+    free: list[tuple[np.ndarray, tuple[int, ...] | None, int]] = []  # block, shape, free at
+    roots = sorted((k for k in live if k not in aliases), key=lambda k: live[k][0])
+    for key in roots:
+        a = buffers[key]
+        if key in pinned:
+            out[key] = page_aligned(np.zeros(a.shape, a.dtype))
+            continue
+        first, last = live[key]
+        padded = a.ndim == 5 and network.shape(key[0])[1] % a.shape[-1] != 0
+        fits = [i for i, (block, shape, ends) in enumerate(free)
+                if ends < first and block.nbytes >= a.nbytes
+                and (shape is None if not padded else shape == a.shape)]
+        if fits:
+            i = min(fits, key=lambda i: free[i][0].nbytes)   # the tightest block
+            block, shape, _ = free.pop(i)
+        else:
+            block, shape = page_aligned(np.zeros(a.nbytes, np.uint8)), (a.shape if padded
+                                                                          else None)
+        out[key] = block[:a.nbytes].view(a.dtype).reshape(a.shape)
+        free.append((block, shape, last))
+    for key, root in aliases.items():
+        out[key] = out[root]
+    return out
 
 
 # -- verification -------------------------------------------------------------------------
@@ -318,10 +405,23 @@ def _failed(reason: str) -> PassCheck:
 
 
 def pass_tensors(p: NetworkPass) -> dict[str, np.ndarray]:
-    """Every op's output of the last call, NCHW, for :func:`check`, but those an in-place
-    glue op overwrote (:func:`convbench.network.glue.overwritten`)."""
+    """Every op's output, NCHW, for :func:`check`, but those an in-place glue op overwrote
+    (:func:`convbench.network.glue.overwritten`): the pass runs once more on its input,
+    each tensor copied right after its op's last call, before a later tensor's life may
+    reuse its storage (:func:`plan_storage`).  A fused op's tensor is its conv's output."""
     gone = glue.overwritten(p.network)
-    return {op.name: p.tensor_nchw(op.name) for op in p.network.ops if op.name not in gone}
+    last_call = {op: i for i, (op, part) in enumerate(p.labels) if part == OP}
+    capture: dict[int, list[str]] = {}
+    for op in p.network.ops:
+        if op.name not in gone:
+            at = last_call[p.fused.get(op.name, op.name)]
+            capture.setdefault(at, []).append(op.name)
+    out = {}
+    for i, (fn, args) in enumerate(p.calls):
+        fn(*args)
+        for name in capture.get(i, ()):
+            out[name] = np.array(p.tensor_nchw(name), copy=True)
+    return out
 
 
 def fusible(network: Network, conv: Op, conv_step: StepSpec, op: Op, step: StepSpec) -> bool:
