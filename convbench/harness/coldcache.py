@@ -158,7 +158,9 @@ class Evictor:
         0.97-1.12 for all at 1 and 2 threads.  So at 2 threads a small layer's cold-weights
         ratio overstates our lead, and the run summary and the report mark such ratios
         ("!"); a network pass (one runtime for the whole graph) is the fair cold comparison
-        there."""
+        there: ``convbench run --network PLAN`` times ONNX Runtime's whole graph in one
+        session beside the plan, and with ``--profile`` compares them conv by conv inside
+        the passes (:func:`convbench.harness.network_run.library_in_pass`)."""
         spare: list[np.ndarray] = []
 
         def before(x: np.ndarray, y: np.ndarray) -> None:

@@ -87,7 +87,9 @@ def class_lines(table: pd.DataFrame) -> list[str]:
                          "fastest library ran cold-weights at 2+ threads, where its time "
                          "holds thread-pool handoffs ours does not (its pool woken after our "
                          "eviction pass; an ONNX Runtime session's or LiteRT interpreter's "
-                         "own pool left asleep by the twin): those ratios overstate ours")
+                         "own pool left asleep by the twin): those ratios overstate ours; "
+                         "the fair per-layer comparison there is inside a network pass "
+                         "(convbench run --network PLAN --profile N)")
     return lines
 
 
