@@ -142,7 +142,12 @@ class Evictor:
         buffer, last touched a pass ago: with the twin writing the call's own output,
         VGG-16's 2-thread all-NHWC pass ran 1.29 / 1.16 (warm / cold pass) of its
         prediction, the large-output layers up to 1.8x theirs (Zen 3 host); with a spare,
-        1.08 / 1.04.
+        1.08 / 1.04.  That premise no longer holds in full: the network pass now shares
+        storage between tensors whose lives do not overlap
+        (:func:`convbench.network.executor.plan_storage`), so a layer's output is often a
+        recently used block, and inside MobileNet V2's 2-thread pass (Zen 5 host) the convs
+        ran 0.86 of their cold-weights costs.  Which output a twin should leave is not yet
+        measured again.
 
         At 2 threads a library's cold-weights time holds thread-pool handoffs ours does not.
         The eviction runs on numba's pool, which is our kernels' own; a library's pool wakes
