@@ -188,8 +188,7 @@ class NetworkPass:
         return self.buffers[key]
 
     def _held(self, tensor: str, layout: str, reader: str) -> np.ndarray:
-        if (tensor, layout) not in self.buffers or (
-                (tensor, layout) not in self.live and (tensor, layout) not in self.aliases):
+        if (tensor, layout) not in self.buffers:   # (the first build finds these)
             have = self.produced.get(tensor, "nothing")
             raise PlanFileError(f"{self.spec.label}: {reader} reads {tensor!r} in {layout}, "
                                 f"but the plan leaves it in {have} with no transform")
