@@ -52,6 +52,7 @@ from functools import cache
 import numba
 import numpy as np
 
+from convbench.kernels import epilogue
 from convbench.kernels._numba_support import cached_closure
 from convbench.kernels.base import (
     PERFORMED_FLOPS,
@@ -172,13 +173,15 @@ class TileKernels:
     output_transform: object  # staged: a block's output tiles, threaded
 
 
-def tile_kernels(transform: Transform) -> TileKernels:
-    """The tile steps of ``transform``, its matrices compiled in as constants."""
+def tile_kernels(transform: Transform, act: int = epilogue.NONE) -> TileKernels:
+    """The tile steps of ``transform``, its matrices compiled in as constants; ``act``: an
+    activation the output tiles apply as they store (:mod:`convbench.kernels.epilogue`)."""
     bt, at = (np.ascontiguousarray(a, np.float32) for a in (transform.bt, transform.at))
-    return _tile_kernels(transform.m, transform.alpha, bt.tobytes(), at.tobytes())
+    return _tile_kernels(transform.m, transform.alpha, bt.tobytes(), at.tobytes(), act)
 
 
-def _lane_tiles(key: str, m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes, lanes: int):
+def _lane_tiles(key: str, m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes, lanes: int,
+                act: int = epilogue.NONE):
     """A tile's input and output transforms over channels in runs of ``lanes``: the 1-D
     transform down each column into ``tmp``, then along each row of ``tmp`` (B^T d B as
     (B^T d) B).  The last run ends at the channel count and may overlap the one before:
@@ -187,7 +190,7 @@ def _lane_tiles(key: str, m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes, 
     C x 4 bytes apart (1 KB at C = 256) and shared a few of the L1's sets."""
     b_apply = lane_transform(bt_bytes, alpha, alpha)
     a_apply = lane_transform(at_bytes, m, alpha)
-    ALPHA, M, LANES = alpha, m, lanes
+    ALPHA, M, LANES, ACT = alpha, m, lanes, act
 
     @cached_closure(f"{key}_{lanes}", inline="always")
     def input_tile(xp, v, row, n, h0, w0, tmp):  # pragma: no cover - jitted
@@ -201,10 +204,10 @@ def _lane_tiles(key: str, m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes, 
             c0 = min(run * LANES, c_n - LANES)
             for j in range(ALPHA):
                 b_apply(xp, corner + j * s2 + c0, s1, tmp, j * LANES, ALPHA * LANES, ALPHA,
-                        LANES)
+                        LANES, 0)
             for a in range(ALPHA):
                 b_apply(tmp, a * ALPHA * LANES, LANES, v, a * ALPHA * v0 + row * v1 + c0, v0,
-                        ALPHA, LANES)
+                        ALPHA, LANES, 0)
 
     @cached_closure(f"{key}_{lanes}", inline="always")
     def output_tile(mm, y, row, n, h0, w0, tmp):  # pragma: no cover - jitted
@@ -218,20 +221,21 @@ def _lane_tiles(key: str, m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes, 
             c0 = min(run * LANES, c_n - LANES)
             for j in range(ALPHA):
                 a_apply(mm, j * m0 + row * m1 + c0, ALPHA * m0, tmp, j * LANES, ALPHA * LANES,
-                        M, LANES)
+                        M, LANES, 0)
             for a in range(rows):
                 a_apply(tmp, a * ALPHA * LANES, LANES, y, n * y0 + (h0 + a) * y1 + w0 * y2 + c0,
-                        y2, cols, LANES)
+                        y2, cols, LANES, ACT)
 
     return input_tile, output_tile
 
 
 @cache
-def _tile_kernels(m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes) -> TileKernels:
-    key = f"f{m}_{lane_digest(bt_bytes, at_bytes)}"
-    vec_in, vec_out = _lane_tiles(key, m, alpha, bt_bytes, at_bytes, RUN_LANES)
+def _tile_kernels(m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes,
+                  act: int = epilogue.NONE) -> TileKernels:
+    key = f"f{m}_{lane_digest(bt_bytes, at_bytes)}" + epilogue.key_suffix(act)
+    vec_in, vec_out = _lane_tiles(key, m, alpha, bt_bytes, at_bytes, RUN_LANES, act)
     # fewer channels than a run (VGG-16's conv1_1, IC = 3): one at a time
-    one_in, one_out = _lane_tiles(key, m, alpha, bt_bytes, at_bytes, 1)
+    one_in, one_out = _lane_tiles(key, m, alpha, bt_bytes, at_bytes, 1, act)
     input_tile = _by_channels(f"{key}_in", vec_in, one_in, on_source=True)
     output_tile = _by_channels(f"{key}_out", vec_out, one_out, on_source=False)
     scratch = alpha * alpha * RUN_LANES
@@ -385,6 +389,12 @@ class WinogradNHWC(Prepared):
         self.workspace_bytes = self.xp.nbytes + self.v.nbytes + self.mm.nbytes
         if gemm == "own":
             self.workspace_bytes += self.rows.nbytes
+
+    def fuse_activation(self, kind: str) -> bool:
+        self.tiles = tile_kernels(self.transform, epilogue.CODES[kind])
+        if self.schedule == FUSED:
+            self.fused = fused_pipeline(self.blocking.MR, self.blocking.NR, self.tiles)
+        return True
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         p = self.p

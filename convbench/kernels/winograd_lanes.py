@@ -28,6 +28,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from convbench.kernels import epilogue
 from convbench.kernels._numba_support import stable_identity
 from convbench.kernels.register_tile import _at, _f32_array, _intp, _literal_ints, _vec, row_vectors
 
@@ -60,19 +61,21 @@ def _row_sum(builder, entries, inputs, lanes: int):
 
 @cache
 def lane_transform(matrix_bytes: bytes, rows: int, cols: int):
-    """The intrinsic ``apply(src, s_off, s_step, dst, d_off, d_step, valid, lanes)`` of the
-    rows x cols float32 matrix M given as bytes: for each run of ``lanes`` (a compile-time
-    int) channels, dst[d_off + r * d_step + l] = sum_k M[r, k] * src[s_off + k * s_step + l]
-    for r < min(rows, valid).  All loads come before any store, so src and dst may be one
-    array.  Offsets and steps are in elements; nothing is bounds checked."""
+    """The intrinsic ``apply(src, s_off, s_step, dst, d_off, d_step, valid, lanes, act)`` of
+    the rows x cols float32 matrix M given as bytes: for each run of ``lanes`` (a
+    compile-time int) channels, dst[d_off + r * d_step + l] = act(sum_k M[r, k] *
+    src[s_off + k * s_step + l]) for r < min(rows, valid), ``act`` a compile-time
+    :mod:`convbench.kernels.epilogue` code (the output transform's last step fuses a relu).
+    All loads come before any store, so src and dst may be one array.  Offsets and steps
+    are in elements; nothing is bounds checked."""
     matrix = np.frombuffer(matrix_bytes, np.float32).reshape(rows, cols)
 
     @intrinsic
-    def apply(typingctx, src, s_off, s_step, dst, d_off, d_step, valid,
-              lanes):  # pragma: no cover - typing/codegen hook
-        if not (_literal_ints(lanes) and _f32_array(src, dst)):
+    def apply(typingctx, src, s_off, s_step, dst, d_off, d_step, valid, lanes,
+              act):  # pragma: no cover - typing/codegen hook
+        if not (_literal_ints(lanes, act) and _f32_array(src, dst)):
             return None
-        n = lanes.literal_value
+        n, activation = lanes.literal_value, act.literal_value
 
         def codegen(context, builder, signature, args):
             src_arr, s_off, s_step, dst_arr, d_off, d_step, valid = args[:7]
@@ -95,11 +98,11 @@ def lane_transform(matrix_bytes: bytes, rows: int, cols: int):
                 for r, value in enumerate(outputs):
                     with cgutils.if_likely(builder, builder.icmp_signed(
                             "<", ir.Constant(intp, r), valid)):
-                        builder.store(value, _at(builder, d_data,
-                                                 element(d_off, d_step, r, offset), width),
-                                      align=4)
+                        builder.store(epilogue.vector_ir(builder, value, activation),
+                                      _at(builder, d_data, element(d_off, d_step, r, offset),
+                                          width), align=4)
             return context.get_dummy_value()
 
-        return types.none(src, s_off, s_step, dst, d_off, d_step, valid, lanes), codegen
+        return types.none(src, s_off, s_step, dst, d_off, d_step, valid, lanes, act), codegen
 
     return stable_identity(apply, f"winograd_lanes.m{rows}x{cols}_{digest(matrix_bytes)}")

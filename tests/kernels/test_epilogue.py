@@ -1,7 +1,8 @@
 """Activations fused into the kernels' stores (kernels/epilogue.py): a kernel switched to
 relu or relu6 writes exactly the activation of what it wrote before, on every path that
 stores (nchwc's row and plane tiles, a strided plane, depthwise's NHWC and NCHW16c tiles
-and its scalar tail block), and NaN stays NaN."""
+and its scalar tail block, Winograd's output transform in both schedules), and NaN stays
+NaN."""
 
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ CASES = [
     ('g64mb1ic64ih12oc64oh12kh3ph1n"dw"', "depthwise3x3", "nhwc", {"tile": "2x4"}),
     ('g40mb1ic40ih14oc40oh7kh3sh2ph1n"dwtail"', "depthwise3x3", "nhwc", {"tile": "1x1"}),
     ('g40mb1ic40ih9oc40oh9kh3ph1n"dwblk"', "depthwise3x3", "nchw16c", {"tile": "2x4"}),
+    # Winograd: the output transform's stores, both schedules, a partial edge tile, a
+    # channel count whose last run of 16 overlaps the one before
+    ('mb1ic24ih10oc40oh10kh3ph1n"wino"', "winograd4x4", "nhwc",
+     {"tile_block": 16, "gemm": "own", "schedule": "staged", "MR": "auto"}),
+    ('mb1ic24ih9oc24oh9kh3ph1n"winofused"', "winograd2x2", "nhwc",
+     {"tile_block": 16, "gemm": "own", "schedule": "fused", "MR": "auto"}),
 ]
 
 
