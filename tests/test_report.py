@@ -281,7 +281,8 @@ def test_errors_reach_the_user_as_one_line(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def network_run(tmp_path_factory):
     """A real network pass of tests/data/net_suite.yaml (plan from test_network_pass's
-    hand-written records; the passes themselves measured, warm only, 3 values)."""
+    hand-written records; the passes themselves measured, warm only, 3 values, and
+    profiled over 3 passes)."""
     from convbench.cli import main
     from tests.test_network_pass import _make_plan
 
@@ -290,7 +291,8 @@ def network_run(tmp_path_factory):
     out = root / "net-results"
     with pytest.raises(SystemExit) as done:
         main(["run", "--network", str(root / "plan.json"), "-o", str(out), "--cache",
-              "warm", "--values", "3", "--min-time", "0.001", "--warmups", "0"])
+              "warm", "--values", "3", "--min-time", "0.001", "--warmups", "0",
+              "--profile", "3"])
     assert done.value.code == 0
     return out
 
@@ -330,6 +332,16 @@ def test_network_pass_section_holds_the_measured_passes(network_run, tmp_path):
     assert all(transforms["why"][:len(paying)] == [s["why"] for s in paying])
     assert any(src.startswith("data:image/png;base64,") for src in parsed.images)
     assert (report / "network_pass_0.png").read_bytes().startswith(PNG_MAGIC)
+    # conv by conv inside the passes: ORT's node over the plan's conv, from the profile
+    ops = pd.read_parquet(network_run / "network_ops.parquet")
+    convs = ops[(ops.part == "op") & (ops.kind == "conv")].pivot_table(
+        index="op", columns="pass", values="measured_s")
+    in_pass = _frame(parsed.tables["network-in-pass-0"]).set_index("op")
+    assert set(in_pass.index) == {"conv1", "conv2", "conv3"}
+    for op in in_pass.index:
+        assert _same(in_pass.loc[op, "library/plan"],
+                     convs.loc[op, "onnxruntime"] / convs.loc[op, "plan"])
+    assert "Conv by conv inside the passes" in page
     # the answer: a directory with a network pass and no sweep leads with the pass
     headline = _frame(parsed.tables["headline"])
     cell = headline.iloc[0, 1]

@@ -61,6 +61,10 @@ BOUND_REASON = ("a computed bound (each conv's fastest candidate, transforms ign
 OP_COLUMNS = ("pass", "threads", "op", "kind", "layer_class", "part", "measured_s", "predicted_s",
               "host")
 NETWORK_OPS_FILE = "network_ops.parquet"
+# network_ops.parquet's columns as the report reads them back
+OP_TYPES = {"pass": "string", "threads": "int64", "op": "string", "kind": "string",
+            "layer_class": "string", "part": "string", "measured_s": "float64",
+            "predicted_s": "float64", "host": "string"}
 COLUMNS = ("pass", "cache", "threads", "status", "reason", "median_s", "ci_low_s",
            "ci_high_s", "n_values", "ref_ratio", "loops", "predicted_s", "plan_reference_s",
            "plan_threads", "plan_cache", "max_abs_err", "max_rel_err", "err_bound_ratio", "build_s",

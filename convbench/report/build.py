@@ -119,7 +119,8 @@ def _network_tables(runs: Loaded) -> dict[str, dict[str, pd.DataFrame]]:
     from convbench.report import network
 
     return {label: {"passes": network.passes_table(run.frame),
-                    "transforms": network.transforms_table(run.plan)}
+                    "transforms": network.transforms_table(run.plan),
+                    "in_pass": network.in_pass_table(run.ops)}
             for label, run in runs.networks.items()}
 
 
@@ -176,7 +177,7 @@ def _section(key: str):
 
 def _write_markdown(runs: Loaded, sections, joined, figures, out: Path, trends=None) -> Path:
     from convbench.report.headline import ABOUT
-    from convbench.report.network import PASSES_ABOUT, TRANSFORMS_ABOUT
+    from convbench.report.network import IN_PASS_ABOUT, PASSES_ABOUT, TRANSFORMS_ABOUT
     from convbench.report.text import markdown_table
     from convbench.textsafe import markdown
 
@@ -187,6 +188,8 @@ def _write_markdown(runs: Loaded, sections, joined, figures, out: Path, trends=N
         for label, tables in _network_tables(runs).items():
             lines += [f"### {markdown(label)}", "", markdown_table(tables["passes"]),
                       TRANSFORMS_ABOUT, "", markdown_table(tables["transforms"])]
+            if len(tables["in_pass"]):
+                lines += [IN_PASS_ABOUT, "", markdown_table(tables["in_pass"])]
     for key in LEAD if runs.names else ():
         section = _section(key)
         lines += [f"## {section.title}", "", section.about, ""]
@@ -219,7 +222,7 @@ def _write_html(runs: Loaded, sections, joined, figures, out: Path, trends=None)
     from convbench.report import html as h
     from convbench.report.figures import NETWORK_FIGURE, network_figure_stem
     from convbench.report.headline import ABOUT
-    from convbench.report.network import PASSES_ABOUT, TRANSFORMS_ABOUT
+    from convbench.report.network import IN_PASS_ABOUT, PASSES_ABOUT, TRANSFORMS_ABOUT
 
     def per_run(key: str) -> str:
         section = _section(key)
@@ -235,7 +238,10 @@ def _write_html(runs: Loaded, sections, joined, figures, out: Path, trends=None)
                                                           css="sortable wrap")
                           + "".join(map(h.figure_html, shown)) + h.paragraph(TRANSFORMS_ABOUT)
                           + h.table_html(tables["transforms"], f"network-transforms-{i}",
-                                         css="sortable wrap"))
+                                         css="sortable wrap")
+                          + (h.paragraph(IN_PASS_ABOUT)
+                             + h.table_html(tables["in_pass"], f"network-in-pass-{i}")
+                             if len(tables["in_pass"]) else ""))
         return h.paragraph(PASSES_ABOUT) + "".join(blocks)
 
     parts = [("headline", "The answer", h.paragraph(ABOUT)

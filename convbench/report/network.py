@@ -55,6 +55,7 @@ class NetworkRun:
     name: str
     frame: pd.DataFrame          # network_run.COLUMNS, one row per pass x cache x threads
     plan: dict[str, Any] | None  # the plan.json document; None when the copy is missing
+    ops: pd.DataFrame | None = None  # network_ops.parquet (run with --profile); else None
 
 
 def _plan_document(data: Any) -> dict[str, Any]:
@@ -78,7 +79,21 @@ def read_network(path: Path, name: str) -> NetworkRun | None:
                            f"(no column {', '.join(missing)})")
     plan_path = Path(path) / network_run.PLAN_COPY
     plan = read_json(plan_path, _plan_document) if plan_path.is_file() else None
-    return NetworkRun(name, frame, plan)
+    ops_path = Path(path) / network_run.NETWORK_OPS_FILE
+    ops = read_table(ops_path, network_run.OP_TYPES) if ops_path.is_file() else None
+    return NetworkRun(name, frame, plan, ops)
+
+
+def in_pass_table(ops: pd.DataFrame | None) -> pd.DataFrame:
+    """Per thread count and conv, inside the passes (``--profile``): ONNX Runtime's node
+    over the plan's conv (:func:`convbench.harness.network_run.library_in_pass`), worst
+    first; empty without a profile, or one from before ONNX Runtime's pass was profiled."""
+    needed = {"pass", "threads", "op", "kind", "layer_class", "part", "measured_s"}
+    if ops is None or not needed <= set(ops.columns):
+        return pd.DataFrame()
+    table = network_run.library_in_pass(ops)
+    return table.rename(columns={"ratio": "library/plan"}).sort_values(
+        ["threads", "library/plan"]).reset_index(drop=True)
 
 
 def _ok(row: pd.Series) -> bool:
@@ -170,6 +185,13 @@ PASSES_ABOUT = (
     "median while the plan's costs were measured (the machine's speed drifts between "
     "hours). The per-layer bound is computed, not "
     "measured: it ignores every transform, so no runnable plan reaches it.")
+IN_PASS_ABOUT = ("Conv by conv inside the passes (run --network --profile): ONNX "
+                 "Runtime's node for the conv over the plan's conv, each timed inside its "
+                 "own whole-graph pass (ours by the clock around each call, ORT's by its "
+                 "profiler). library/plan above 1: ours is faster. ORT's node holds the "
+                 "relu, relu6 or residual add it fused; ours the relus our kernels fused. "
+                 "At 2+ threads this is the fair per-layer cold comparison: both runtimes "
+                 "keep their thread pools awake and stream the network's weights alike.")
 TRANSFORMS_ABOUT = ("The plan's steps that pay a layout transform before they run, with "
                     "the predicted time of the transforms and the plan's reason for paying "
                     "it (from plan.json).")
