@@ -424,6 +424,32 @@ def test_the_profile_times_every_op_inside_the_pass(plan_dir, tmp_path, cli):
     assert "onnxruntime/plan per conv inside the passes at 1 thread(s)" in stdout
 
 
+def test_ablate_times_the_plan_without_fusion_and_without_shared_storage(plan_dir, tmp_path,
+                                                                         cli):
+    """--ablate: the plan's pass twice more in the same rounds, once with relu1 as a glue
+    op (nothing fused, the full prediction) and once with every tensor in its own buffer
+    (relu1 still fused); both checked against the reference and timed."""
+    out = tmp_path / "ablated"
+    code, stdout, err = cli("run", "--network", plan_dir / "plan.json", "-o", out,
+                            "--cache", "warm", "--values", "3", "--min-time", "0.001",
+                            "--warmups", "0", "--ablate")
+    assert code == 0, err
+    rows = pd.read_parquet(out / "network.parquet").set_index("pass")
+    plan = planfile.read_plan(plan_dir / "plan.json").passes["plan"]
+    for label in ("plan-unfused", "plan-own-buffers"):
+        assert rows.loc[label, "status"] == "ok", rows.loc[label, "reason"]
+        assert rows.loc[label, "n_values"] == 3 and rows.loc[label, "err_bound_ratio"] < 1
+    assert rows.loc["plan-unfused", "fused_ops"] == 0
+    assert rows.loc["plan-unfused", "predicted_s"] == pytest.approx(plan.predicted_s)
+    assert rows.loc["plan-own-buffers", "fused_ops"] == rows.loc["plan", "fused_ops"] == 1
+    assert rows.loc["plan-own-buffers", "predicted_s"] == pytest.approx(
+        rows.loc["plan", "predicted_s"])
+    assert "plan vs plan-unfused (every relu / relu6 as a glue op of its own)" in stdout
+    assert "plan vs plan-own-buffers (every tensor in a buffer of its own)" in stdout
+    code, _out, err = cli("run", "smoke", "--ablate", "--dry-run")
+    assert code == 2 and "--ablate varies the plan of a network pass" in err
+
+
 def test_profile_is_refused_without_a_network(cli):
     code, _out, err = cli("run", "smoke", "--profile", "3", "--dry-run")
     assert code == 2 and "--profile times the ops of a network pass" in err

@@ -64,13 +64,17 @@ if TYPE_CHECKING:
                    "plan (its suite inside), verified against a float64 pass and timed in "
                    "the same rounds as the best all-NCHW and all-NHWC plans and prepacked "
                    "oneDNN; writes network.parquet.  Takes -o, --threads, --cache "
-                   "(warm, cold), --cpus, --seed, --cold-bytes, --profile and the timing "
-                   "overrides.")
+                   "(warm, cold), --cpus, --seed, --cold-bytes, --profile, --ablate and the "
+                   "timing overrides.")
 @click.option("--profile", "profile_passes", type=click.IntRange(min=0), default=0,
               help="With --network: after the timing, time every op and its transforms on "
                    "their own inside our passes, over N passes per worker, beside the "
                    "plan's prediction for each (network_ops.parquet; a table of where the "
                    "pass runs over its prediction).")
+@click.option("--ablate", is_flag=True,
+              help="With --network: also time the plan's pass without fusing relus into "
+                   "the convs and without shared tensor storage, in the same rounds "
+                   "(what each buys, measured).")
 @click.option("--measure-machine/--no-measure-machine", default=None,
               help="On a host without stored machine limits (convbench machine), measure "
                    "them quickly (~20 s) before the run [default: yes, unless "
@@ -102,8 +106,8 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
             vector_widths: str | None,
             cache_modes: str | None, cold_bytes: int | None, cpus: str | None,
             records_path: Path | None, network_plan: Path | None, profile_passes: int,
-            measure_machine: bool | None, scheduler: str | None, farm_mode: str | None,
-            lost_after: float, label: str | None, quiet: bool) -> int:
+            ablate: bool, measure_machine: bool | None, scheduler: str | None,
+            farm_mode: str | None, lost_after: float, label: str | None, quiet: bool) -> int:
     """Measure every variant of SUITE's sweep (a YAML path or a shipped suite's name).
 
     Each layer's variants are timed round-robin in a worker process together with an
@@ -130,10 +134,11 @@ def command(suite: str | None, output: Path | None, resume_dir: Path | None, dry
         return _run_network(network_plan, output, threads, cache_modes, cpus, seed,
                             cold_bytes, {"min_time": min_time, "values": n_values,
                                          "warmups": warmups, "timeout": timeout,
-                                         "processes": n_processes}, profile_passes)
-    if profile_passes:
-        raise ConvbenchError("--profile times the ops of a network pass: give --network "
-                             "PLAN.json")
+                                         "processes": n_processes}, profile_passes,
+                            ablate)
+    if profile_passes or ablate:
+        flag = "--profile times the ops" if profile_passes else "--ablate varies the plan"
+        raise ConvbenchError(f"{flag} of a network pass: give --network PLAN.json")
     if scheduler is not None or farm_mode is not None:
         if network_plan is not None or dry_run:
             raise ConvbenchError("--scheduler runs a sweep: not with --network or --dry-run")
@@ -242,7 +247,8 @@ def _finish_farm(farm: FarmRun) -> int:
 
 def _run_network(plan_path: Path, output: Path | None, threads: str | None,
                  cache_modes: str | None, cpus: str | None, seed: int,
-                 cold_bytes: int | None, timing: dict, profile: int = 0) -> int:
+                 cold_bytes: int | None, timing: dict, profile: int = 0,
+                 ablate: bool = False) -> int:
     """``run --network``: measure the plan's passes into a results directory."""
     import time
 
@@ -261,7 +267,7 @@ def _run_network(plan_path: Path, output: Path | None, threads: str | None,
         click.echo(f"convbench: warning: {environment['busy_warning']}", err=True)
     measured = network_run.measure(plan, plan_path, _thread_list(threads), modes,
                                    with_timing(plan.suite.sweep.timing, timing), seed, pool,
-                                   cold_bytes, profile=profile)
+                                   cold_bytes, profile=profile, ablate=ablate)
     environment = sysinfo.finish(environment)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     directory = output or Path("results") / f"{plan.suite.name}-network-{stamp}"

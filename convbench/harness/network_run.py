@@ -55,6 +55,11 @@ ORT = "onnxruntime"
 LIBRARIES = (ONEDNN, ORT)
 BOUND = "per-layer-bound"
 PASSES = (planfile.PLAN, *planfile.ALTERNATIVES, *LIBRARIES)
+# --ablate: the plan's pass without one of the executor's inference-engine habits, in the
+# same rounds, so what each buys is measured rather than argued
+UNFUSED, OWN_BUFFERS = "plan-unfused", "plan-own-buffers"
+ABLATIONS = {UNFUSED: "every relu / relu6 as a glue op of its own",
+             OWN_BUFFERS: "every tensor in a buffer of its own"}
 CACHE_MODES = ("warm", "cold")
 BOUND_REASON = ("a computed bound (each conv's fastest candidate, transforms ignored), "
                 "not a runnable plan: predicted only")
@@ -78,6 +83,11 @@ TYPES = {**{c: "float64" for c in COLUMNS if c.endswith("_s") or c.endswith("_er
          "fused_ops": "int64"}
 
 
+def spec_label(label: str) -> str:
+    """The plan.json pass a label runs: an ablation runs the plan's."""
+    return planfile.PLAN if label in ABLATIONS else label
+
+
 def _predicted(plan: planfile.PlanFile, label: str, fused: Sequence[str] = ()) -> float:
     """The pass's predicted total; ``fused``: its glue ops that ran inside a conv's stores
     (:attr:`convbench.network.executor.NetworkPass.fused`), whose predicted seconds it
@@ -85,7 +95,7 @@ def _predicted(plan: planfile.PlanFile, label: str, fused: Sequence[str] = ()) -
     its choices hold; only the total drops.)"""
     if label == BOUND:
         return plan.bound_s
-    spec = plan.passes.get(label)
+    spec = plan.passes.get(spec_label(label))
     if not isinstance(spec, planfile.PassSpec):
         return math.nan
     return spec.predicted_s - sum(s.seconds for s in spec.steps if s.op in set(fused))
@@ -111,10 +121,11 @@ def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (
             cache: Sequence[str] = CACHE_MODES, timing: TimingOptions | None = None,
             seed: int = 0, cpus: Sequence[int] = (), cold_bytes: int | None = None,
             timeout: float | None = None, progress: bool = True,
-            profile: int = 0) -> NetworkResults:
+            profile: int = 0, ablate: bool = False) -> NetworkResults:
     """Every pass in every cache mode at every thread count; ``progress``: a bar with an
     ETA on stderr; ``profile``: also time each op inside our passes, this many passes
-    per process (0: no profile)."""
+    per process (0: no profile); ``ablate``: also the plan without fusion and without
+    shared storage (:data:`ABLATIONS`)."""
     from tqdm import tqdm
 
     from convbench.network import onednn_pass, onnxruntime_pass
@@ -129,7 +140,11 @@ def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (
                            (ORT, onnxruntime_pass.unavailable())):
         if why_not:
             skipped[label] = why_not
-    runnable = [label for label in PASSES if label not in skipped]
+    labels = (*PASSES, *(ABLATIONS if ablate else ()))
+    for label in ABLATIONS if ablate else ():
+        if planfile.PLAN in skipped:
+            skipped[label] = skipped[planfile.PLAN]
+    runnable = [label for label in labels if label not in skipped]
     host = socket.gethostname()
     budget = timeout or timing.timeout * (len(runnable) * len(cache) + 1)
     rows: list[dict[str, Any]] = []
@@ -151,7 +166,7 @@ def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (
             for row in answer:
                 pooled.setdefault((row["pass"], row["cache"]), []).append(row)
         op_rows.extend(_op_rows(plan, answers, t, host))
-        for label in (*PASSES, BOUND):
+        for label in (*labels, BOUND):
             for mode in cache:
                 base = {"pass": label, "cache": mode, "threads": t, "host": host,
                         "predicted_s": _predicted(plan, label, _fused(answers, label)),
@@ -191,7 +206,7 @@ def _op_rows(plan: planfile.PlanFile, answers: Sequence[Sequence[dict[str, Any]]
                         seconds)
     out = []
     for label, parts in measured.items():
-        spec = plan.passes.get(label)   # a library's pass predicts nothing
+        spec = plan.passes.get(spec_label(label))   # a library's pass predicts nothing
         predicted = (executor.predicted_parts(spec, _fused(answers, label))
                      if isinstance(spec, planfile.PassSpec) else {})
         for (op, part), values in parts.items():
@@ -398,6 +413,10 @@ def speedup_lines(group: pd.DataFrame) -> list[str]:
     for label in planfile.LOCAL:
         if label in ok.index:
             out.append(f"plan vs {label} ({local[label]}): "
+                       f"{float(ok.loc[label, 'median_s']) / plan_s:.2f}x")
+    for label, what in ABLATIONS.items():
+        if label in ok.index:
+            out.append(f"plan vs {label} ({what}): "
                        f"{float(ok.loc[label, 'median_s']) / plan_s:.2f}x")
     libraries = {ONEDNN: "oneDNN (prepacked, op for op)",
                  ORT: "ONNX Runtime (one session, its fusions)"}

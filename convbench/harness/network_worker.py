@@ -52,15 +52,18 @@ def _build(label: str, plan: Any, graph: Any, weights: dict, threads: int
         return built, onednn_pass.pass_tensors
     if label == ORT:
         return onnxruntime_pass.OrtPass(graph, weights, threads), onnxruntime_pass.pass_tensors
-    spec = plan.passes[label]
-    return executor.NetworkPass(graph, spec, weights), executor.pass_tensors
+    from convbench.harness.network_run import OWN_BUFFERS, UNFUSED, spec_label
+
+    spec = plan.passes[spec_label(label)]
+    return (executor.NetworkPass(graph, spec, weights, fuse=label != UNFUSED,
+                                 shared=label != OWN_BUFFERS), executor.pass_tensors)
 
 
 def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
     """Verify every pass of the job against the reference, then time the correct ones."""
     import numpy as np
 
-    from convbench.harness import coldcache, timer
+    from convbench.harness import coldcache, network_run, timer
     from convbench.network import executor, onednn_pass, planfile
     from convbench.network.reference import run_reference
 
@@ -93,7 +96,7 @@ def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
             answer.update(status="error", reason=_error(exc))
             continue
         growth = (1.0 if label in LIBRARIES
-                  else executor.op_growth(graph, plan.passes[label]))
+                  else executor.op_growth(graph, plan.passes[network_run.spec_label(label)]))
         verdict = executor.check(graph, reference, tensors_of(built), growth)
         answer.update(max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err,
                       err_bound_ratio=verdict.err_bound_ratio)

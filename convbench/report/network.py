@@ -40,6 +40,8 @@ WHAT = {
     network_run.ONEDNN: "oneDNN, prepacked weights, over the same graph op for op",
     network_run.ORT: "ONNX Runtime, the same graph in one session (weights prepacked, its "
                      "NCHWc rewrite and conv+relu/add fusions, as deployed)",
+    **{label: f"the plan's pass with {what} (run --network --ablate)"
+       for label, what in network_run.ABLATIONS.items()},
     network_run.BOUND: "computed bound: each conv's fastest variant, transforms ignored "
                        "(a sum from the cost table, not a runnable plan: never timed)",
 }
