@@ -74,11 +74,11 @@ def test_orts_fused_nodes_are_named_back_to_our_convs():
     conv+add+relu node after the conv; pools keep their names; reorders are ORT's own."""
     from convbench.network.onnxruntime_pass import _our_op
 
-    vgg = load_suite("vgg16").graph
+    vgg = {op.name: op for op in load_suite("vgg16").graph.ops}
     assert _our_op(vgg, "relu1_1_nchwc") == "conv1_1"
     assert _our_op(vgg, "pool1_nchwc") == "pool1"
     assert _our_op(vgg, "ReorderOutput") is None
-    resnet = load_suite("resnet50").graph
+    resnet = {op.name: op for op in load_suite("resnet50").graph.ops}
     assert _our_op(resnet, "res2a_branch2c_nchwc") == "res2a_branch2c"
     assert _our_op(resnet, "res2a_branch2a_relu_nchwc") == "res2a_branch2a"
 

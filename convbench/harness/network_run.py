@@ -98,7 +98,8 @@ def _predicted(plan: planfile.PlanFile, label: str, fused: Sequence[str] = ()) -
     spec = plan.passes.get(spec_label(label))
     if not isinstance(spec, planfile.PassSpec):
         return math.nan
-    return spec.predicted_s - sum(s.seconds for s in spec.steps if s.op in set(fused))
+    fused = set(fused)
+    return spec.predicted_s - sum(s.seconds for s in spec.steps if s.op in fused)
 
 
 def _fused(answers: Sequence[dict[str, Any]], label: str) -> list[str]:
@@ -167,10 +168,11 @@ def measure(plan: planfile.PlanFile, plan_path: Path, threads: Sequence[int] = (
                 pooled.setdefault((row["pass"], row["cache"]), []).append(row)
         op_rows.extend(_op_rows(plan, answers, t, host))
         for label in (*labels, BOUND):
+            fused = _fused(answers, label)
             for mode in cache:
                 base = {"pass": label, "cache": mode, "threads": t, "host": host,
-                        "predicted_s": _predicted(plan, label, _fused(answers, label)),
-                        "fused_ops": len(_fused(answers, label)),
+                        "predicted_s": _predicted(plan, label, fused),
+                        "fused_ops": len(fused),
                         "plan_reference_s": plan.reference_s, "plan_threads": plan.threads,
                         "plan_cache": plan.cache}
                 if label == BOUND:

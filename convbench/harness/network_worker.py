@@ -32,9 +32,6 @@ from typing import Any
 from convbench.harness import oneshot
 from convbench.harness.threads import use_threads
 
-ONEDNN, ORT = "onednn", "onnxruntime"
-LIBRARIES = (ONEDNN, ORT)   # passes checked by their output only (no plan, no tensors)
-
 
 def _error(exc: Exception) -> str:
     last = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
@@ -45,18 +42,18 @@ def _error(exc: Exception) -> str:
 def _build(label: str, plan: Any, graph: Any, weights: dict, threads: int
            ) -> tuple[Any, Any]:
     """(the pass, a function giving its tensors as NCHW) for one label."""
+    from convbench.harness import network_run
     from convbench.network import executor, onednn_pass, onnxruntime_pass
 
-    if label == ONEDNN:
+    if label == network_run.ONEDNN:
         built = onednn_pass.OneDNNPass(graph, weights)
         return built, onednn_pass.pass_tensors
-    if label == ORT:
+    if label == network_run.ORT:
         return onnxruntime_pass.OrtPass(graph, weights, threads), onnxruntime_pass.pass_tensors
-    from convbench.harness.network_run import OWN_BUFFERS, UNFUSED, spec_label
-
-    spec = plan.passes[spec_label(label)]
-    return (executor.NetworkPass(graph, spec, weights, fuse=label != UNFUSED,
-                                 shared=label != OWN_BUFFERS), executor.pass_tensors)
+    spec = plan.passes[network_run.spec_label(label)]
+    return (executor.NetworkPass(graph, spec, weights, fuse=label != network_run.UNFUSED,
+                                 shared=label != network_run.OWN_BUFFERS),
+            executor.pass_tensors)
 
 
 def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -69,7 +66,7 @@ def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
 
     threads = job["threads"]
     blas_limit = use_threads(threads)  # noqa: F841 - held
-    if ONEDNN in job["passes"] and onednn_pass.unavailable() is None:
+    if network_run.ONEDNN in job["passes"] and onednn_pass.unavailable() is None:
         import torch
 
         torch.set_num_threads(threads)
@@ -95,7 +92,8 @@ def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
         except Exception as exc:  # a pass that cannot run is a result, not a crash
             answer.update(status="error", reason=_error(exc))
             continue
-        growth = (1.0 if label in LIBRARIES
+        # a library's pass is checked by its output only (no plan, no tensors)
+        growth = (1.0 if label in network_run.LIBRARIES
                   else executor.op_growth(graph, plan.passes[network_run.spec_label(label)]))
         verdict = executor.check(graph, reference, tensors_of(built), growth)
         answer.update(max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err,

@@ -7,8 +7,9 @@ residual adds -- is one ONNX model run by one ``InferenceSession`` with the sett
 the pass's threads, the same 50 us idle spin).  So ORT prepacks the weights once at load
 and does to the graph what it does in deployment: its NCHWc transformer reorders the
 activations once for the chain of convs, and Conv+Relu, Conv+Clip and Conv+Add+Relu fuse.
-The plan's pass fuses nothing, so the comparison is ours against the library as inference
-runs it, not op against op (the oneDNN pass is that one).
+The plan's pass fuses only a relu or relu6 into the conv before it, where its kernel can
+(:func:`convbench.network.executor.fusible`), so the comparison is ours against the library
+as inference runs it, not op against op (the oneDNN pass is that one).
 
 Why a second library pass: per layer, ONNX Runtime is mostly the fastest library, but at 2
 threads its per-layer cold-weights times hold thread-pool wake-ups a pass does not pay (each
@@ -97,10 +98,10 @@ def network_model(network: Network, weights: Mapping[str, np.ndarray]) -> Any:
     return ort_conv.onnx_model(graph)
 
 
-def _our_op(network: Network, node_name: str) -> str | None:
-    """The op of ours an ORT node computes: the conv of a conv node named after its
-    activation, else the op of that name; None for nodes ORT added (reorders)."""
-    ops = {op.name: op for op in network.ops}
+def _our_op(ops: Mapping[str, Op], node_name: str) -> str | None:
+    """The op of ours (``ops``: the network's, by name) an ORT node computes: the conv of a
+    conv node named after its activation, else the op of that name; None for nodes ORT
+    added (reorders)."""
     op = ops.get(node_name.removesuffix("_nchwc"))
     while op is not None and op.kind in ("relu", "relu6") and op.inputs[0] in ops:
         producer = ops[op.inputs[0]]
@@ -166,11 +167,12 @@ class OrtPass:
             if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
                 per_node.setdefault(e["name"].removesuffix("_kernel_time"), []).append(
                     e["dur"] * 1e-6)
+        ops = {op.name: op for op in self.network.ops}
         total: dict[tuple[str, str], float] = {}
         waiting: list[float] = []   # reorders: charged to the next op of ours
         for node, seconds in per_node.items():
             value = _interquartile_mean(seconds[1:] or seconds)
-            op = _our_op(self.network, node)
+            op = _our_op(ops, node)
             if op is None:
                 waiting.append(value)
                 continue
