@@ -233,6 +233,74 @@ def test_a_relu_runs_inside_the_conv_before_it_where_the_kernel_fuses_it(plan_di
     assert executor.predicted_parts(spec)["relu1", executor.OP] > 0.0
 
 
+def _bottleneck_pass() -> planfile.PassSpec:
+    """res_suite's pass by hand: conv1, conv2 direct NHWC, conv3 and conv4 nchwc NCHW8c; the
+    shortcut relu1 reaches sum1 through a transform of its own (NHWC -> NCHW8c)."""
+    def tr(*names):
+        return planfile.TransformSpec(*names, seconds=1e-6)
+
+    def step(op, kind, layout, variant=None, *transforms):
+        in_layout = "nchw8c" if variant and variant.startswith("nchwc/") else layout
+        return planfile.StepSpec(op, kind, variant, in_layout, layout, transforms, 1e-5)
+
+    blocked = Variant.of("nchwc", "nchwxc", {**BLOCKED, "ic_bn": 8}).id
+    return planfile.PassSpec("plan", (
+        step("conv1", "conv", "nhwc", "direct/nhwc", tr("input", "conv1", "nchw", "nhwc")),
+        step("relu1", "relu", "nhwc"),
+        step("conv2", "conv", "nhwc", "direct/nhwc"),
+        step("relu2", "relu", "nhwc"),
+        step("conv3", "conv", "nchw8c", blocked, tr("relu2", "conv3", "nhwc", "nchw8c")),
+        step("sum1", "add", "nchw8c", None, tr("relu1", "sum1", "nhwc", "nchw8c")),
+        step("relu3", "relu", "nchw8c"),
+        step("conv4", "conv", "nchw8c", blocked),
+        step("sum2", "add", "nchw8c"),
+        step("relu4", "relu6", "nchw8c"),
+    ), tr("relu4", "output", "nchw8c", "nchw"), 1e-4)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_residual_add_runs_inside_the_conv_that_feeds_it(shared):
+    """conv3 (nchwc) runs sum1 in its stores, and the relu after it: the shortcut relu1 is
+    transformed into conv3's output buffer before conv3 runs (the add step's transform,
+    moved ahead), conv3 adds its sums to it.  sum2 stays a glue op: its shortcut relu3 is
+    conv4's own input.  Fused or not, every tensor matches the reference."""
+    graph = load_suite(DATA / "res_suite.yaml").graph
+    x, weights = executor.network_inputs(graph, seed=0)
+    reference = run_reference(graph, None, {k: w.astype(np.float64)
+                                            for k, w in weights.items()}, x)
+    spec = _bottleneck_pass()
+    fused = executor.NetworkPass(graph, spec, weights, shared=shared)
+    apart = executor.NetworkPass(graph, spec, weights, fuse=False, shared=shared)
+    assert fused.accumulated == {"conv3": "sum1"}
+    assert fused.fused == {"sum1": "conv3", "relu3": "conv3"} and apart.fused == {}
+    assert fused.buffers["conv3", "nchw8c"] is fused.buffers["relu1", "nchw8c"]
+    assert len(fused.calls) == len(apart.calls) - 2
+    ran = [label for label in fused.labels if label[0] in ("conv3", "sum1")]
+    assert ran == [("conv3", "transforms"), ("sum1", "transforms"), ("conv3", "op")]
+    for run in (fused, apart):
+        run.input[...] = x
+        run()
+        tensors = executor.pass_tensors(run)
+        verdict = executor.check(graph, reference, tensors, executor.op_growth(graph, spec))
+        assert verdict.passed, verdict.reason
+        # the relus ran over the sums in place; relu3 is the fused sum1 and relu
+        assert {"relu1", "relu3", "relu4"} <= tensors.keys()
+    parts = executor.predicted_parts(spec, fused.fused)
+    assert parts["sum1", executor.OP] == parts["relu3", executor.OP] == 0.0
+    assert parts["sum1", executor.TRANSFORMS] > 0 and parts["sum2", executor.OP] > 0
+
+
+def test_a_residual_add_stays_glue_where_the_shortcut_is_read_later_or_the_input():
+    graph = load_suite(DATA / "res_suite.yaml").graph
+    steps = _bottleneck_pass().steps
+    assert executor.residual_fusible(graph, 4, steps[4], steps[5])
+    assert not executor.residual_fusible(graph, 7, steps[7], steps[8])   # relu3 feeds conv4
+    other = dataclasses.replace(steps[5], layout="nhwc")
+    assert not executor.residual_fusible(graph, 4, steps[4], other)     # another layout
+    net = load_suite(SUITE).graph   # net_suite: conv2 reads relu1, sum's shortcut
+    assert not executor.residual_fusible(net, 2, steps[4], steps[5])
+
+
 @pytest.mark.parametrize("label", ["plan", "all-nchw", "all-nhwc", "all-nchwxc"])
 def test_tensors_whose_lives_do_not_overlap_share_storage(plan_dir, reference_pass, label):
     """Storage is planned as an arena: fewer blocks than buffers; two buffers on one block
@@ -444,7 +512,7 @@ def test_ablate_times_the_plan_without_fusion_and_without_shared_storage(plan_di
     assert rows.loc["plan-own-buffers", "fused_ops"] == rows.loc["plan", "fused_ops"] == 1
     assert rows.loc["plan-own-buffers", "predicted_s"] == pytest.approx(
         rows.loc["plan", "predicted_s"])
-    assert "plan vs plan-unfused (every relu / relu6 as a glue op of its own)" in stdout
+    assert "plan vs plan-unfused (every relu / relu6 / add as a glue op of its own)" in stdout
     assert "plan vs plan-own-buffers (every tensor in a buffer of its own)" in stdout
     code, _out, err = cli("run", "smoke", "--ablate", "--dry-run")
     assert code == 2 and "--ablate varies the plan of a network pass" in err

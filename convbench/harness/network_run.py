@@ -58,7 +58,7 @@ PASSES = (planfile.PLAN, *planfile.ALTERNATIVES, *LIBRARIES)
 # --ablate: the plan's pass without one of the executor's inference-engine habits, in the
 # same rounds, so what each buys is measured rather than argued
 UNFUSED, OWN_BUFFERS = "plan-unfused", "plan-own-buffers"
-ABLATIONS = {UNFUSED: "every relu / relu6 as a glue op of its own",
+ABLATIONS = {UNFUSED: "every relu / relu6 / add as a glue op of its own",
              OWN_BUFFERS: "every tensor in a buffer of its own"}
 CACHE_MODES = ("warm", "cold")
 BOUND_REASON = ("a computed bound (each conv's fastest candidate, transforms ignored), "
@@ -354,7 +354,7 @@ def library_in_pass(ops: pd.DataFrame, library: str = ORT) -> pd.DataFrame:
     """Per thread count and conv op, inside the passes: the plan's conv against the
     library's node for it (``library``/plan: above 1, ours is faster).  The library's node
     holds what it fused into the conv (relu, relu6, the residual add), ours the conv with
-    the relus it fused (:attr:`convbench.network.executor.NetworkPass.fused`): the rest
+    the relus and adds it fused (:attr:`convbench.network.executor.NetworkPass.fused`): the rest
     of the glue is compared as a whole beside it (:func:`library_in_pass_lines`).  At 2
     threads this is the fair per-layer cold comparison the per-layer cold-weights protocol
     is not (:meth:`convbench.harness.coldcache.Evictor.before_twin`)."""

@@ -117,6 +117,13 @@ class Prepared(ABC):
         nothing changed, where the kernel cannot (the network pass then runs the glue op)."""
         return False
 
+    def fuse_residual(self) -> bool:
+        """Add every output this kernel computes to what its output buffer holds (y +=
+        conv(x), before a fused activation): a residual add run in the conv's stores, the
+        shortcut placed in the output buffer beforehand.  False, and nothing changed, where
+        the kernel cannot."""
+        return False
+
     def hot_kernels(self) -> tuple[object, ...]:
         """The numba dispatchers doing the work, for the static code profile.
 

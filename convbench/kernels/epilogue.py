@@ -9,6 +9,12 @@ code (:data:`CODES`) and applies :func:`vector_ir` (its micro-kernels' LLVM vect
 :func:`scalar` (numba loops) before each store; ``Prepared.fuse_activation`` switches a
 built kernel to it.
 
+A residual add fuses the same way, before the activation: a kernel switched by
+``Prepared.fuse_residual`` adds its sums to what the output buffer already holds (the
+shortcut, which the network pass places there), as ONNX Runtime's fused NCHWc Conv takes
+a ``Sum`` input.  ResNet-50's 16 adds and the relus after them, run as glue, took 0.46 ms
+of an 18 ms pass at 2 threads (Zen 5 host).
+
 NaN stays NaN (a compare that is false for NaN picks the sum), as in the glue's relu: a
 kernel that wrote NaN still fails the network pass's check.
 """
@@ -22,10 +28,10 @@ NONE, RELU, RELU6 = 0, 1, 2
 CODES = {"relu": RELU, "relu6": RELU6}   # glue op kind -> code
 
 
-def key_suffix(act: int) -> str:
-    """The part of a compiled kernel's cache name that says its activation ("" for none,
-    so kernels without one keep their names)."""
-    return {NONE: "", RELU: "_relu", RELU6: "_relu6"}[act]
+def key_suffix(act: int, add: bool = False) -> str:
+    """The part of a compiled kernel's cache name that says its epilogue: the residual add,
+    then the activation ("" for neither, so plain kernels keep their names)."""
+    return ("_add" if add else "") + {NONE: "", RELU: "_relu", RELU6: "_relu6"}[act]
 
 
 def vector_ir(builder: ir.IRBuilder, value: ir.Value, act: int) -> ir.Value:

@@ -107,22 +107,24 @@ SPACE_CAP = 100
 
 
 def _key(rows: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int,
-         act: int = epilogue.NONE) -> str:
+         act: int = epilogue.NONE, add: bool = False) -> str:
     """The compile-time constants of a tile and of the row kernel around it, as a name."""
-    return f"r{rows}_oc{oc_bn}_ic{ic_bn}_sw{sw}_k{kh_fixed}x{kw_fixed}" + epilogue.key_suffix(act)
+    return (f"r{rows}_oc{oc_bn}_ic{ic_bn}_sw{sw}_k{kh_fixed}x{kw_fixed}"
+            + epilogue.key_suffix(act, add))
 
 
 @cache
 def _tile(rows: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int,
-          act: int = epilogue.NONE):
+          act: int = epilogue.NONE, add: bool = False):
     """One rows x oc_bn output tile: sum over ic blocks, kernel taps and the ic_bn channels
-    of a block, then one write of its ``valid`` rows, activation ``act`` applied
-    (:mod:`convbench.kernels.epilogue`; kh_fixed = kw_fixed = 0: the taps are runtime loops).
+    of a block, then one write of its ``valid`` rows, added to what they hold when ``add``
+    (a fused residual add), activation ``act`` applied (:mod:`convbench.kernels.epilogue`;
+    kh_fixed = kw_fixed = 0: the taps are runtime loops).
 
     The width stride is constant so the input reads of one FMA step sit at constant
     distances from one pointer (x86 addressing has no room for a runtime stride times 28).
     """
-    ROWS, OC_BN, IC_BN, ACT = rows, oc_bn, ic_bn, act
+    ROWS, OC_BN, IC_BN, ACT, ADD = rows, oc_bn, ic_bn, act, add
     X_STEP = sw * ic_bn          # elements between the inputs of neighbouring outputs
     W_TAP = ic_bn * oc_bn        # elements of one kernel tap of one (oc, ic) block pair
 
@@ -138,22 +140,22 @@ def _tile(rows: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: i
                     wb = w0 + ((icb * kh_len + kh) * kw_len + kw) * W_TAP
                     for ic in range(IC_BN):
                         tile_fma(acc, xp, xb + ic, X_STEP, w, wb + ic * OC_BN, ROWS, OC_BN)
-        tile_store(acc, y, y0, OC_BN, valid, ROWS, OC_BN, False, ACT)
+        tile_store(acc, y, y0, OC_BN, valid, ROWS, OC_BN, ADD, ACT)
 
-    return cached_closure(_key(rows, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act),
+    return cached_closure(_key(rows, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act, add),
                           fastmath=True)(tile)
 
 
 @cache
 def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int,
-            act: int = epilogue.NONE):
+            act: int = epilogue.NONE, add: bool = False):
     """The kernel with the tile (reg_n x oc_bn), ic_bn, the width stride and, when
     unrolled, the kernel size compiled in (kh_fixed = kw_fixed = 0: runtime loops): tiles
     along each output row, the last one computed in full past the row's edge."""
     REG_N, OC_BN, IC_BN = reg_n, oc_bn, ic_bn
     X_STEP = sw * ic_bn
     W_TAP = ic_bn * oc_bn
-    tile = _tile(reg_n, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act)
+    tile = _tile(reg_n, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act, add)
 
     def conv(xp, w, y, sh, dh, dw):  # pragma: no cover - jitted
         n_mb, icb_len, hp, wp, _ = xp.shape
@@ -173,7 +175,7 @@ def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed
                 tile(xp, x_row + ow0 * X_STEP, w, ocb * w_ocb, y, y_row + ow0 * OC_BN,
                      min(REG_N, ow_len - ow0), icb_len, kh_len, kw_len, x_icb, x_kh, x_kw)
 
-    return cached_closure(_key(reg_n, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act),
+    return cached_closure(_key(reg_n, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act, add),
                           parallel=True, fastmath=True)(conv)
 
 
@@ -231,7 +233,7 @@ def _gather_taps(x, xs, kh_len, kw_len, sh, sw, ph, pw, dh, dw):  # pragma: no c
 
 @cache
 def _plane_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int, taps: int = 1,
-                  act: int = epilogue.NONE):
+                  act: int = epilogue.NONE, add: bool = False):
     """The kernel of a layer :func:`plane_tiled` names, whose output pixels of one channel
     block are one contiguous run, as are the input pixels it reads (a pointwise layer's
     input in place, or the planes :func:`_gather_taps` gathered): reg_n x oc_bn tiles along
@@ -247,9 +249,9 @@ def _plane_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int, taps: int = 1,
     fastest library went to 1.04 geomean warm, 1.06 cold-weights."""
     REG_N, OC_BN, IC_BN, TAIL, TAPS = reg_n, oc_bn, ic_bn, tail, taps
     W_TAP = ic_bn * oc_bn
-    tile = _tile(reg_n, oc_bn, ic_bn, 1, taps, 1, act)
+    tile = _tile(reg_n, oc_bn, ic_bn, 1, taps, 1, act, add)
     # no tail: the full tile stands in (never called), so no unused tile is compiled
-    tail_tile = _tile(tail, oc_bn, ic_bn, 1, taps, 1, act) if tail else tile
+    tail_tile = _tile(tail, oc_bn, ic_bn, 1, taps, 1, act, add) if tail else tile
 
     def conv(x, w, y, tiles_per_job):  # pragma: no cover - jitted
         n_mb, icb_len = x.shape[0], x.shape[1]
@@ -277,7 +279,7 @@ def _plane_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int, taps: int = 1,
                           TAIL, icb_len, TAPS, 1, x_icb, x_tap, 0)
 
     key = (f"pw_r{reg_n}_oc{oc_bn}_ic{ic_bn}_t{tail}" + (f"_k{taps}" if taps > 1 else "")
-           + epilogue.key_suffix(act))
+           + epilogue.key_suffix(act, add))
     return cached_closure(key, parallel=True, fastmath=True)(conv)
 
 
@@ -298,7 +300,8 @@ class BlockedNCHWc(Prepared):
         self.plane = plane_tiled(p, reg_n)
         self.reg_n, self.unroll_ker = reg_n, unroll_ker
         self.xp = self.xs = None
-        self.kernel = self._compiled(epilogue.NONE)
+        self.act, self.add = epilogue.NONE, False   # the epilogue (fuse_*)
+        self.kernel = self._compiled()
         if self.plane:
             taps = p.kh * p.kw
             # about a row of pixels a parallel job, as the row kernel's jobs are
@@ -323,16 +326,23 @@ class BlockedNCHWc(Prepared):
         self.workspace_bytes = sum(b.nbytes for b in (self.xp, self.xs) if b is not None)
         self._transform_seconds: dict[str, float] | None = None
 
-    def _compiled(self, act: int):
+    def _compiled(self):
+        # a dispatcher compiles at its first call: switching twice compiles once
         p, reg_n = self.p, self.reg_n
         if self.plane:
             return _plane_kernel(reg_n, self.oc_bn, self.ic_bn, (p.oh * p.ow) % reg_n,
-                                 p.kh * p.kw, act)
+                                 p.kh * p.kw, self.act, self.add)
         fixed = (p.kh, p.kw) if self.unroll_ker else (0, 0)
-        return _kernel(reg_n, self.oc_bn, self.ic_bn, p.sw, *fixed, act)
+        return _kernel(reg_n, self.oc_bn, self.ic_bn, p.sw, *fixed, self.act, self.add)
 
     def fuse_activation(self, kind: str) -> bool:
-        self.kernel = self._compiled(epilogue.CODES[kind])
+        self.act = epilogue.CODES[kind]
+        self.kernel = self._compiled()
+        return True
+
+    def fuse_residual(self) -> bool:
+        self.add = True
+        self.kernel = self._compiled()
         return True
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:

@@ -6,7 +6,9 @@ it in (page aligned; tensors whose lives do not overlap share it, :func:`plan_st
 and turns the ops into a flat list of calls: transforms the plan pays before an op
 (:mod:`convbench.kernels.transforms`), the conv's ``run`` or the glue kernel
 (:mod:`convbench.network.glue`), and the output's transform to NCHW.  A relu or relu6 right
-after a conv runs in the conv's stores where its kernel can (:func:`fusible`).  Calling
+after a conv runs in the conv's stores where its kernel can (:func:`fusible`), and so does
+a residual add right after a conv (:func:`residual_fusible`): the conv writes into the
+shortcut's buffer, adding its sums to it, and a relu after the add fuses as well.  Calling
 the pass runs that list: one whole network on the input held in
 :attr:`NetworkPass.input`, nothing allocated.
 
@@ -79,8 +81,9 @@ class NetworkPass:
     labels: list[tuple[str, str]] = field(default_factory=list)
     produced: dict[str, str] = field(default_factory=dict)   # tensor -> layout written
     growth: float = 1.0                                       # largest error_growth used
-    fuse: bool = True            # relu / relu6 into the conv before them, where it can
+    fuse: bool = True            # relu / relu6 / add into the conv before them, where it can
     fused: dict[str, str] = field(default_factory=dict)       # glue op -> conv it ran in
+    accumulated: dict[str, str] = field(default_factory=dict)  # conv -> the add it ran
 
     # (tensor, layout) -> [first op index writing it, last op index reading it]; an
     # in-place result is the same storage as the input it overwrites (the key it aliases)
@@ -111,14 +114,12 @@ class NetworkPass:
             if op.name != step.op:
                 raise PlanFileError(f"{self.spec.label}: step {step.op!r} where the network "
                                     f"runs {op.name!r}")
-            for t in step.transforms:
-                self._transform(t)
+            if op.name not in self.accumulated.values():   # (else run before its conv)
+                for t in step.transforms:
+                    self._transform(t)
             self._label(op.name, TRANSFORMS)
             if op.kind == "conv":
-                self._conv(op, step.variant, step.in_layout, step.layout)
-                after = i + 1 < len(steps) and (net.ops[i + 1], steps[i + 1])
-                if after and self.fuse and fusible(net, op, step, *after):
-                    self._fuse(after[0], op, step.layout)
+                self._conv(op, i)
             elif op.name in self.fused:
                 self._alias((op.name, step.layout), (self.fused[op.name], step.layout))
             else:
@@ -214,7 +215,45 @@ class NetworkPass:
         self.calls.append((transforms.Transform(self.network.shape(t.tensor), t.src, t.dst),
                            (src, dst)))
 
-    def _conv(self, op: Op, variant_id: str | None, in_layout: str, out_layout: str) -> None:
+    def _conv(self, op: Op, i: int) -> None:
+        """Conv ``op`` (step ``i``) and the glue its stores run: the residual add after it
+        (:meth:`_residual`), then a relu / relu6 after the conv or that add (:func:`fusible`)."""
+        net, steps, step = self.network, self.spec.steps, self.spec.steps[i]
+        prepared = self._prepared(op, step.variant, step.in_layout, step.layout)
+        x = self._held(op.inputs[0], step.in_layout, op.name)
+        add = self._residual(op, i)
+        if add is None:
+            y = self._buffer(op.name, step.layout)
+        else:   # the shortcut is in the conv's output buffer already: y = shortcut + conv
+            shortcut = next(name for name in add.inputs if name != op.name)
+            y = self._alias((op.name, step.layout), (shortcut, step.layout))
+        self.calls.append((prepared.run, (x, y)))
+        last = i + 1 if add is not None else i   # the op whose result the stores write
+        if self.fuse and last + 1 < len(steps) and fusible(
+                net, net.ops[last], step, net.ops[last + 1], steps[last + 1]):
+            self._fuse(net.ops[last + 1], op, step.layout)
+
+    def _residual(self, conv: Op, i: int) -> Op | None:
+        """The add at step ``i + 1`` that ``conv`` runs in its stores, or None: its shortcut
+        placed in the conv's output buffer (the add step's transforms run now, before the
+        conv), the conv adding its sums to it (``Prepared.fuse_residual``)."""
+        net, steps = self.network, self.spec.steps
+        if i + 1 >= len(steps):
+            return None
+        add, step = net.ops[i + 1], steps[i + 1]
+        if conv.name not in self.accumulated:   # (the second build follows the first)
+            if not (self.fuse and residual_fusible(net, i, steps[i], step)
+                    and self.kernels[conv.name].fuse_residual()):
+                return None
+            self.accumulated[conv.name] = add.name
+            self.fused[add.name] = conv.name
+        for t in step.transforms:
+            self._transform(t)
+        self._label(add.name, TRANSFORMS)
+        return add
+
+    def _prepared(self, op: Op, variant_id: str | None, in_layout: str, out_layout: str
+                  ) -> Prepared:
         if variant_id is None:
             raise PlanFileError(f"{self.spec.label}: conv {op.name!r} has no variant")
         variant = variant_of(variant_id)
@@ -232,8 +271,7 @@ class NetworkPass:
                                 f"plan says {in_layout} -> {out_layout}")
         self.kernels[op.name] = prepared
         self.growth = max(self.growth, algorithm.error_growth)
-        x = self._held(op.inputs[0], in_layout, op.name)
-        self.calls.append((prepared.run, (x, self._buffer(op.name, out_layout))))
+        return prepared
 
     def _fuse(self, activation: Op, conv: Op, layout: str) -> None:
         """Run ``activation`` inside ``conv``'s stores when its kernel can: the activation
@@ -408,7 +446,7 @@ def pass_tensors(p: NetworkPass) -> dict[str, np.ndarray]:
     (:func:`convbench.network.glue.overwritten`): the pass runs once more on its input,
     each tensor copied right after its op's last call, before a later tensor's life may
     reuse its storage (:func:`plan_storage`).  A fused op's tensor is its conv's output."""
-    gone = glue.overwritten(p.network)
+    gone = glue.overwritten(p.network) | set(p.accumulated)   # a conv that ran an add: its sum
     last_call = {op: i for i, (op, part) in enumerate(p.labels) if part == OP}
     capture: dict[int, list[str]] = {}
     for op in p.network.ops:
@@ -423,14 +461,36 @@ def pass_tensors(p: NetworkPass) -> dict[str, np.ndarray]:
     return out
 
 
-def fusible(network: Network, conv: Op, conv_step: StepSpec, op: Op, step: StepSpec) -> bool:
-    """Whether glue ``op`` (run right after ``conv``) may run inside the conv's stores: a
-    relu or relu6 of the conv's output that no other op reads (so it runs in place:
-    :func:`convbench.network.glue.in_place_input`), in the layout the conv writes, with no
-    transform between them.  The kernel must also fuse it (``Prepared.fuse_activation``)."""
-    return (op.kind in epilogue.CODES and op.inputs == (conv.name,)
+def fusible(network: Network, before: Op, conv_step: StepSpec, op: Op, step: StepSpec
+            ) -> bool:
+    """Whether glue ``op`` (run right after ``before``: a conv, or the add a conv ran) may
+    run inside the conv's stores: a relu or relu6 of ``before``'s output that no other op
+    reads (so it runs in place: :func:`convbench.network.glue.in_place_input`), in the
+    layout the conv writes, with no transform between them.  The kernel must also fuse it
+    (``Prepared.fuse_activation``)."""
+    return (op.kind in epilogue.CODES and op.inputs == (before.name,)
             and glue.in_place_input(network, op) == 0 and not step.transforms
             and step.layout == conv_step.layout)
+
+
+def residual_fusible(network: Network, i: int, conv_step: StepSpec, step: StepSpec) -> bool:
+    """Whether the add at step ``i + 1`` may run inside the stores of the conv at step
+    ``i``: an add of two tensors, the conv's output (read by nothing else) and a shortcut
+    that is neither the network's input nor its output and that no later op reads (the
+    conv overwrites it), in the layout the conv writes, its transforms (run before the
+    conv instead) not of the conv's output.  The kernel must also fuse it
+    (``Prepared.fuse_residual``)."""
+    conv, add = network.ops[i], network.ops[i + 1]
+    if not (add.kind == "add" and len(add.inputs) == 2 and conv.name in add.inputs
+            and add.inputs[0] != add.inputs[1] and step.layout == conv_step.layout
+            and [o.name for o in network.consumers(conv.name)] == [add.name]
+            and all(t.tensor != conv.name for t in step.transforms)):
+        return False
+    shortcut = next(name for name in add.inputs if name != conv.name)
+    order = {o.name: k for k, o in enumerate(network.ops)}
+    return (shortcut not in (INPUT, network.output)
+            and all(order[reader.name] < i for reader in network.consumers(shortcut)
+                    if reader.name != add.name))
 
 
 def predicted_parts(spec: PassSpec, fused: Collection[str] = ()

@@ -2,7 +2,8 @@
 relu or relu6 writes exactly the activation of what it wrote before, on every path that
 stores (nchwc's row and plane tiles, a strided plane, depthwise's NHWC and NCHW16c tiles
 and its scalar tail block, Winograd's output transform in both schedules), and NaN stays
-NaN."""
+NaN; nchwc switched to the residual add adds its sums to what the output holds, before the
+activation."""
 
 from __future__ import annotations
 
@@ -67,10 +68,29 @@ def test_nan_survives_a_fused_relu(case):
     assert np.isnan(ex.y).any()
 
 
+@pytest.mark.parametrize("case,kind", [(CASES[0], "relu"), (CASES[1], None), (CASES[2], "relu6")],
+                         ids=["rows-relu", "plane", "strided-relu6"])
+def test_a_fused_residual_adds_the_sums_to_the_shortcut_in_the_output(case, kind):
+    ex = _built(*case)
+    ex.prepared.run(ex.x, ex.y)
+    plain = ex.y.copy()
+    shortcut = (3 * np.random.default_rng(3).standard_normal(ex.y.shape)).astype(np.float32)
+    assert ex.prepared.fuse_residual()
+    assert kind is None or ex.prepared.fuse_activation(kind)
+    ex.y[...] = shortcut
+    ex.prepared.run(ex.x, ex.y)
+    want = plain + shortcut
+    if kind:
+        want = np.maximum(want, 0) if kind == "relu" else np.clip(want, 0, 6)
+        assert (want == 0).mean() > 0.2   # the add comes first: the clamp sees the sum
+    np.testing.assert_array_equal(ex.y, want)
+
+
 def test_a_kernel_that_cannot_fuse_says_so_and_changes_nothing():
     ex = _built('mb1ic8ih6oc8oh6kh3ph1n"d"', "direct", "nchw", {})
     ex.prepared.run(ex.x, ex.y)
     plain = ex.y.copy()
     assert ex.prepared.fuse_activation("relu") is False
+    assert ex.prepared.fuse_residual() is False
     ex.prepared.run(ex.x, ex.y)
     np.testing.assert_array_equal(ex.y, plain)
