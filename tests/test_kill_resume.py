@@ -6,11 +6,11 @@ results directory exists, while it is built, during a group, between groups, whi
 files are written at the end.  After the first second, one random moment falls in each of
 4 equal slices of the run, so every stretch of it is hit (20 purely random moments, as
 before, cost 13 more killed-and-finished runs, ~80 s on two cores, and left stretches out
-by chance; 7 slices took 73-121 s of a 10-minute suite, 5 early moments and 4 slices ~60 s).  Each killed run is finished the
-way a user would: ``--resume DIR`` where a manifest is there, else a new run at the same
-path (the path must be free then).  Every finished directory holds the same cases with the
-same statuses as the uninterrupted run, no temporary file, and the killed runner's scratch
-folder is gone.
+by chance; 7 slices took 73-121 s of a 10-minute suite, 5 early moments and 4 slices
+~60 s).  Each killed run is finished the way a user would: ``--resume DIR`` where a
+manifest is there, else a new run at the same path (the path must be free then).  Every
+finished directory holds the same cases with the same statuses as the uninterrupted run,
+no temporary file, and the killed runner's scratch folder is gone.
 """
 
 from __future__ import annotations

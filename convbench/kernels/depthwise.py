@@ -14,10 +14,13 @@ pixels take the same code as interior ones.  Zen 4 host, 1 thread, page-aligned 
 warm: 57-98 GFLOP/s on MobileNet V1's stride-1 depthwise layers (up to 85% of the measured
 peak), 30-50 on the stride-2 ones, which bring 4x the new input lines per tile, streamed
 from L2 or L3 (software prefetch and larger tiles did not help).
-NCHW16c (NeoCPU's blocked layout with x = V): a tensor (N, C/V, H, W, V) is N * C/V
-images of V channels in NHWC, image i using weight block i mod C/V, so the NHWC kernel runs
-it unchanged on that view: one channel block per image, no transform between blocked 1x1
-convs and the depthwise layer between them (MobileNet V2's plan paid one on every block).
+NCHW16c and NCHW32c (NeoCPU's blocked layout with x = V or 2V): a tensor (N, C/x, H, W, x)
+is N * C/x images of x channels in NHWC, image i using weight blocks (i mod C/x) * x/V
+onwards, so the NHWC kernel runs it unchanged on that view: one or two channel blocks per
+image, no transform between blocked 1x1 convs and the depthwise layer between them.  The
+pointwise layers around MobileNet's deeper depthwise layers pick NCHW32c, and their plans
+(Zen 5 host, 2 threads) paid two transforms per block, NCHW32c -> NHWC -> NCHW32c (14 of
+MobileNet V2's 23, 12 of V1's 20), while only NHWC and NCHW16c were read here.
 NCHW: each channel plane is its own 2-D convolution; 9 scalar weights stay in registers
 and an output row is vectorised along its width; a row outside the input is handled by
 zeroing that row's 3 weights (the row index is clamped to a valid one), the first and
@@ -65,6 +68,9 @@ TILES = ("1x1", "1x2", "2x2", "1x4", "1x7", "1x8", "2x4", "2x7")
 DEFAULT_TILE = "2x4"
 ORDERS = ("tiles", "blocks")
 BLOCKED = f"nchw{V}c"   # NCHW[x]c with x = V: one channel block per packed weight block
+# the blocked layouts the NHWC kernel reads as images of x channels (x a multiple of V):
+# each adds a compiled kernel per tile and stride
+BLOCKS = {BLOCKED: V, f"nchw{2 * V}c": 2 * V}
 DEFAULT_ORDER = "tiles"
 PARAMS = (Param("tile", TILES, DEFAULT_TILE,
                 "NHWC and NCHW16c register tile: output rows x pixels"),
@@ -78,10 +84,12 @@ def tile_shape(tile: str) -> tuple[int, int]:
     return int(rows), int(pixels)
 
 
-def pack_weights(w_oihw: np.ndarray, lanes: int = V) -> np.ndarray:
-    """OIHW depthwise weights (C, 1, 3, 3) -> [ceil(C/lanes)] x KW x KH x lanes, zero padded."""
+def pack_weights(w_oihw: np.ndarray, lanes: int = V, whole: int = 1) -> np.ndarray:
+    """OIHW depthwise weights (C, 1, 3, 3) -> [ceil(C/lanes)] x KW x KH x lanes, zero padded
+    (to whole ``whole``-channel blocks: an NCHW[x]c image's last block)."""
     c = w_oihw.shape[0]
-    blocks = -(-c // lanes)
+    unit = max(whole, lanes)
+    blocks = -(-c // unit) * unit // lanes
     padded = np.zeros((blocks * lanes, 3, 3), np.float32)
     padded[:c] = w_oihw[:, 0]
     # (block, lane, kh, kw) -> (block, kw, kh, lane)
@@ -203,7 +211,7 @@ def nhwc_lanes(registers: object | None = None) -> int:
 
 @cache
 def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
-                parallel: bool = True, blocked: bool = False, channels: int = 0,
+                parallel: bool = True, block: int = 0, channels: int = 0,
                 lanes: int = V, act: int = epilogue.NONE):
     """The NHWC kernel for one stride and register tiles of ``rows`` x ``tile`` output pixels.
 
@@ -215,8 +223,8 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
     18 loads per 9 FMAs; QNNPACK's ARM64 kernel likewise computes 3 output rows
     from 5 input rows).  Which of those input rows and columns lie inside the image is two
     bit masks, worked out per band and per tile; interior tiles take the micro-kernel
-    compiled for full masks.  ``blocked``: NCHW16c's view, whose pixels are V floats apart
-    (a constant displacement in every load) rather than C.
+    compiled for full masks.  ``block``: x of an NCHW[x]c view (0: NHWC), whose pixels are
+    x floats apart (a constant displacement in every load) rather than C.
 
     ``channels``: NHWC's pixel stride C compiled in as a constant (0: read from x at run
     time).  With C a run-time value the tile's input addresses need multiples of C held in
@@ -243,18 +251,19 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
     # without it in the loop LLVM's code for the tiles ran faster (Zen 5 host, 1 thread,
     # kernels called directly, old and new in one process: MobileNet V1's conv_dw_12 /
     # conv_dw_6 / conv_dw_4, NHWC 1 x 1 7.39 -> 6.65, 14.11 -> 11.69, 34.60 -> 30.58 us)
-    WHOLE = blocked or (channels > 0 and channels % lanes == 0)
+    WHOLE = block > 0 or (channels > 0 and channels % lanes == 0)
     L = lanes
-    PIX = V if blocked else channels   # 0: C read at run time
-    key = (f"s{S}_r{R}_t{P}_{order}" + ("_blocked" if blocked else "")
-           + (f"_c{channels}" if channels and not blocked else "")
+    PIX = block if block else channels   # 0: C read at run time
+    # (NCHW16c's kernels keep the names they had before NCHW32c)
+    key = (f"s{S}_r{R}_t{P}_{order}" + {0: "", V: "_blocked"}.get(block, f"_blocked{block}")
+           + (f"_c{channels}" if channels and not block else "")
            + (f"_l{L}" if L != V else "") + epilogue.key_suffix(act))
     ACT = act
 
     def dw3x3_nhwc(x, wp, zero, y, ph, pw, w_groups):  # pragma: no cover - jitted
-        """Image n uses weight group n % w_groups (1 for NHWC; C/V for NCHW16c's view).
-        The image axes are read from the end: NCHW16c's (N, C/V, H, W, V) arrays go in as
-        they are, N * C/V images (two Python reshapes a call cost ~0.24 us, 3% of
+        """Image n uses weight group n % w_groups (1 for NHWC; C/x for NCHW[x]c's view).
+        The image axes are read from the end: NCHW[x]c's (N, C/x, H, W, x) arrays go in as
+        they are, N * C/x images (two Python reshapes a call cost ~0.24 us, 3% of
         MobileNet V1's conv_dw_12)."""
         ih_len, iw_len, c_len = x.shape[-3], x.shape[-2], x.shape[-1]
         n_mb = x.size // (ih_len * iw_len * c_len)
@@ -392,24 +401,23 @@ class DepthwiseNHWC(Prepared):
                  order: str = DEFAULT_ORDER):
         self.p = problem
         self.tile, self.order = tile, order
-        blocked = self.in_layout == BLOCKED
-        self.lanes = lanes = V if blocked else nhwc_lanes()
+        self.block = block = BLOCKS.get(self.in_layout, 0)   # 0: NHWC
+        self.lanes = lanes = V if block else nhwc_lanes()
         # C fixed at compile time where it is whole vectors (every network's depthwise
         # layer); other channel counts share one kernel per tile (no compile per C)
-        self.channels = problem.ic if not blocked and problem.ic % lanes == 0 else 0
+        self.channels = problem.ic if not block and problem.ic % lanes == 0 else 0
         self._compile(epilogue.NONE)
-        self.wp = page_aligned(pack_weights(np.asarray(w, np.float32), lanes))
+        self.wp = page_aligned(pack_weights(np.asarray(w, np.float32), lanes, block or 1))
         self.zero = page_aligned_zeros(lanes)   # the vector padding taps read
         self.packed_weight_bytes = self.wp.nbytes
         self.workspace_bytes = self.zero.nbytes
-        self.w_groups = -(-problem.ic // V) if blocked else 1
+        self.w_groups = -(-problem.ic // block) if block else 1
 
     def _compile(self, act: int) -> None:
-        blocked = self.in_layout == BLOCKED
         shape = (self.p.sh, *tile_shape(self.tile), self.order)
-        self.kernel = nhwc_kernel(*shape, blocked=blocked, channels=self.channels,
+        self.kernel = nhwc_kernel(*shape, block=self.block, channels=self.channels,
                                   lanes=self.lanes, act=act)
-        self.serial = nhwc_kernel(*shape, parallel=False, blocked=blocked,
+        self.serial = nhwc_kernel(*shape, parallel=False, block=self.block,
                                   channels=self.channels, lanes=self.lanes, act=act)
         # built in the worker, under the threads it runs with: numba.get_num_threads()
         # costs ~0.5 us a call (Zen 5 host), 6% of MobileNet V1's conv_dw_12 at 1 thread
@@ -439,6 +447,11 @@ class DepthwiseNCHW16c(DepthwiseNHWC):
     in_layout = out_layout = BLOCKED
 
 
+class DepthwiseNCHW32c(DepthwiseNHWC):
+    """NCHW32c through the NHWC kernel: N * C/32 images of two channel blocks each."""
+    in_layout = out_layout = f"nchw{2 * V}c"
+
+
 class DepthwiseNCHW(Prepared):
     in_layout = out_layout = "nchw"
 
@@ -466,15 +479,15 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
     if layout == "nchw" and (params.get("tile", DEFAULT_TILE) != DEFAULT_TILE
                              or params.get("order", DEFAULT_ORDER) != DEFAULT_ORDER):
         return "tile and order only tune the NHWC kernel"
-    if layout == BLOCKED and params.get("order", DEFAULT_ORDER) != DEFAULT_ORDER:
-        return f"{BLOCKED} holds one channel block per plane: the block order does not apply"
+    if layout in BLOCKS and params.get("order", DEFAULT_ORDER) != DEFAULT_ORDER:
+        return f"{layout} holds one or two channel blocks per plane: the block order does not apply"
     return None
 
 
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,
            params: Mapping[str, ParamValue]) -> Prepared:
-    if layout in ("nhwc", BLOCKED):
-        kind = DepthwiseNHWC if layout == "nhwc" else DepthwiseNCHW16c
+    if layout == "nhwc" or layout in BLOCKS:
+        kind = {"nhwc": DepthwiseNHWC, BLOCKED: DepthwiseNCHW16c}.get(layout, DepthwiseNCHW32c)
         return kind(problem, w, str(params.get("tile", DEFAULT_TILE)),
                     str(params.get("order", DEFAULT_ORDER)))
     return DepthwiseNCHW(problem, w)
@@ -485,12 +498,13 @@ ALGORITHMS = [
         name="depthwise3x3",
         title="Depthwise 3x3 (all 9 taps per output in one pass)",
         source="QNNPACK (Dukhan 2018) depthwise kernel; seed 001",
-        layouts=("nhwc", "nchw", BLOCKED),
+        layouts=("nhwc", "nchw", *BLOCKS),
         build=_build,
         applies=_applies,
         params=PARAMS,
         notes="NHWC weights packed [C/lanes] x KW x KH x lanes (lanes: one vector register's "
-              f"float32, 8 to 16), NCHW{V}c's [C/{V}] x KW x KH x {V}; stride 1 or 2; "
+              f"float32, 8 to 16), NCHW{V}c's and NCHW{2 * V}c's [C/{V}] x KW x KH x {V}; "
+              "stride 1 or 2; "
               "memory-bound: judge it by bandwidth (compulsory_bytes / time) against the roofline.",
     )
 ]

@@ -19,7 +19,8 @@ from tests.conftest import numba_threads
 from tests.strategies import depthwise_problems
 
 KERNELS = {"nhwc": depthwise.DepthwiseNHWC, "nchw": depthwise.DepthwiseNCHW,
-           depthwise.BLOCKED: depthwise.DepthwiseNCHW16c}
+           depthwise.BLOCKED: depthwise.DepthwiseNCHW16c, "nchw32c": depthwise.DepthwiseNCHW32c}
+BLOCKED_KINDS = [depthwise.DepthwiseNCHW16c, depthwise.DepthwiseNCHW32c]
 
 # every tile in the default order, the default tile in the other: the order changes only
 # the loops around the tile (each pair compiles two kernels; the full grid, 12 pairs, would
@@ -88,6 +89,10 @@ def test_packing_is_blocks_kw_kh_lanes():
             for kw in range(3):
                 assert wp[ch // lanes, kw, kh, ch % lanes] == w[ch, 0, kh, kw]
     assert not wp[1, :, :, c - lanes:].any()     # the padding lanes are zero
+    # NCHW32c's images are two blocks each: 40 channels pack as 4 blocks, 24 of them zeros
+    w40 = np.ones((40, 1, 3, 3), np.float32)
+    wp = depthwise.pack_weights(w40, whole=2 * lanes)
+    assert wp.shape == (4, 3, 3, lanes) and wp.sum() == 40 * 9
 
 
 def test_mispacked_weights_are_caught():
@@ -99,23 +104,23 @@ def test_mispacked_weights_are_caught():
     assert not _run(p, "nhwc", prepared).passed
 
 
-class _OneWeightGroup(depthwise.DepthwiseNCHW16c):
-    """A plausible bug: every plane of the blocked view uses weight block 0."""
+@pytest.mark.parametrize("kind", BLOCKED_KINDS, ids=lambda k: k.in_layout)
+def test_blocked_planes_use_their_own_weights(kind):
+    """NCHW[x]c runs the NHWC kernel on C/x images of x channels: image i must use the
+    weight blocks from (i mod C/x) * x/16 on.  A plausible bug, every image using the first
+    (w_groups = 1), is caught on layers of two to four images, the last one part-filled
+    (its padding channels' weights packed as zeros), and on a batch of two."""
 
-    def run(self, x: np.ndarray, y: np.ndarray) -> None:
-        self.launch(x, self.wp, self.zero, y, self.p.ph, self.p.pw, 1)
+    class OneWeightGroup(kind):
+        def run(self, x: np.ndarray, y: np.ndarray) -> None:
+            self.launch(x, self.wp, self.zero, y, self.p.ph, self.p.pw, 1)
 
-
-def test_blocked_planes_use_their_own_weights():
-    """NCHW16c runs the NHWC kernel on C/16 images of 16 channels: image i must use weight
-    block i mod C/16.  Every image using block 0 (w_groups = 1) is caught on a layer with
-    two blocks and on a batch of two."""
-    for shape in (dict(g=32, ic=32, oc=32, ih=6, iw=6), dict(mb=2, g=20, ic=20, oc=20, ih=5,
-                                                                iw=7)):
+    for shape in (dict(g=64, ic=64, oc=64, ih=6, iw=6), dict(g=48, ic=48, oc=48, ih=5, iw=5),
+                  dict(mb=2, g=40, ic=40, oc=40, ih=5, iw=7)):
         p = ConvProblem.make(kh=3, kw=3, ph=1, pw=1, **shape)
         _, w = make_inputs(p, 1)
-        assert _run(p, depthwise.BLOCKED).passed
-        assert not _run(p, depthwise.BLOCKED, _OneWeightGroup(p, w)).passed
+        assert _run(p, kind.in_layout).passed
+        assert not _run(p, kind.in_layout, OneWeightGroup(p, w)).passed
 
 
 def test_the_kernel_launched_is_chosen_under_the_threads_it_is_built_with():
@@ -126,17 +131,18 @@ def test_the_kernel_launched_is_chosen_under_the_threads_it_is_built_with():
     _, w = make_inputs(p, 1)
     for threads in (1, 2):
         with numba_threads(threads):
-            for kind in (depthwise.DepthwiseNHWC, depthwise.DepthwiseNCHW16c):
+            for kind in (depthwise.DepthwiseNHWC, *BLOCKED_KINDS):
                 built = kind(p, w)
                 assert built.launch is (built.serial if threads == 1 else built.kernel)
                 assert _run(p, kind.in_layout, built).passed
 
 
-def test_blocked_layout_has_no_block_order():
+@pytest.mark.parametrize("layout", depthwise.BLOCKS)
+def test_blocked_layout_has_no_block_order(layout):
     p = ConvProblem.make(g=32, ic=32, oc=32, ih=6, iw=6, kh=3, kw=3, ph=1, pw=1)
     alg = registry.get("depthwise3x3")
-    assert alg.applies(p, depthwise.BLOCKED, {"tile": "1x8"}) is None
-    assert "order" in alg.applies(p, depthwise.BLOCKED, {"order": "blocks"})
+    assert alg.applies(p, layout, {"tile": "1x8"}) is None
+    assert "order" in alg.applies(p, layout, {"order": "blocks"})
 
 
 @pytest.mark.parametrize("ow", [7, 14, 56])
@@ -207,6 +213,23 @@ def test_nhwc_tiles_have_packed_fmas(tile, order, stride):
     # without the vmov's)
     parallel, serial = lengths
     assert parallel <= serial + 4, (tile, stride, lengths)
+
+
+@pytest.mark.parametrize("kind", BLOCKED_KINDS, ids=lambda k: k.in_layout)
+def test_blocked_tiles_have_packed_fmas(kind):
+    """The blocked views run the NHWC tile with the pixel stride x compiled in: the 2 x 4
+    tile's 72 FMAs a vector of lanes, in one block with no call, in both kernels."""
+    p = ConvProblem.make(g=64, ic=64, oc=64, ih=10, iw=20, kh=3, kw=3, ph=1, pw=1)
+    x, w = make_inputs(p, 1)
+    prepared = kind(p, w, "2x4")
+    assert _run(p, kind.in_layout, prepared).passed
+    x, y = to_layout(x, kind.in_layout), empty(p.output_shape, kind.in_layout)
+    for kernel in prepared.hot_kernels():    # the parallel and the serial one
+        kernel(x, prepared.wp, prepared.zero, y, p.ph, p.pw, prepared.w_groups)
+        asm = dispatcher_asm(kernel)
+        fmas, _ = hot_block_spills(asm)
+        assert fmas >= 2 * 4 * 8, (kind.in_layout, fmas)
+        assert not [line for line in hot_block(asm) if "call" in line]
 
 
 def test_nchw_kernel_has_packed_fmas():
