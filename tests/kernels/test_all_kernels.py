@@ -130,8 +130,9 @@ def test_a_layout_the_algorithm_does_not_declare_is_an_error_not_a_fallback():
     x, w = make_inputs(problem, seed=1)
     alg = registry.get("depthwise3x3")
     assert alg.layout_refusal("nchw") is None
-    assert alg.layout_refusal("nchw8c") == "depthwise3x3 runs in nhwc, nchw, nchw16c, not nchw8c"
+    refusal = "depthwise3x3 runs in nhwc, nchw, nchw16c, nchw32c, not nchw8c"
+    assert alg.layout_refusal("nchw8c") == refusal
     verdict, execution = verify(problem, Variant.of(alg.name, "nchw8c"),
                                 Reference(problem, x, w), x, w)
     assert (verdict.status, execution) == ("error", None)
-    assert "runs in nhwc, nchw, nchw16c, not nchw8c" in verdict.reason
+    assert refusal in verdict.reason
