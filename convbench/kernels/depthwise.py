@@ -18,9 +18,10 @@ NCHW16c and NCHW32c (NeoCPU's blocked layout with x = V or 2V): a tensor (N, C/x
 is N * C/x images of x channels in NHWC, image i using weight blocks (i mod C/x) * x/V
 onwards, so the NHWC kernel runs it unchanged on that view: one or two channel blocks per
 image, no transform between blocked 1x1 convs and the depthwise layer between them.  The
-pointwise layers around MobileNet's deeper depthwise layers pick NCHW32c, and their plans
-(Zen 5 host, 2 threads) paid two transforms per block, NCHW32c -> NHWC -> NCHW32c (14 of
-MobileNet V2's 23, 12 of V1's 20), while only NHWC and NCHW16c were read here.
+pointwise layers around MobileNet's deeper depthwise layers pick NCHW32c: while only NHWC
+and NCHW16c were read here, their plans (Zen 5 host, 2 threads) paid NCHW32c -> NHWC ->
+NCHW32c around them (12 of MobileNet V1's 20 transforms); with NCHW32c, re-tuned and
+re-planned, V1's plan paid 3 transforms and V2's 12 instead of 23.
 NCHW: each channel plane is its own 2-D convolution; 9 scalar weights stay in registers
 and an output row is vectorised along its width; a row outside the input is handled by
 zeroing that row's 3 weights (the row index is clamped to a valid one), the first and
