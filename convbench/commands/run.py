@@ -72,8 +72,8 @@ if TYPE_CHECKING:
                    "plan's prediction for each (network_ops.parquet; a table of where the "
                    "pass runs over its prediction).")
 @click.option("--ablate", is_flag=True,
-              help="With --network: also time the plan's pass without fusing relus into "
-                   "the convs and without shared tensor storage, in the same rounds "
+              help="With --network: also time the plan's pass without fusing relus and "
+                   "adds into the convs and without shared tensor storage, in the same rounds "
                    "(what each buys, measured).")
 @click.option("--measure-machine/--no-measure-machine", default=None,
               help="On a host without stored machine limits (convbench machine), measure "

@@ -74,7 +74,7 @@ BLOCKED = f"nchw{V}c"   # NCHW[x]c with x = V: one channel block per packed weig
 BLOCKS = {BLOCKED: V, f"nchw{2 * V}c": 2 * V}
 DEFAULT_ORDER = "tiles"
 PARAMS = (Param("tile", TILES, DEFAULT_TILE,
-                "NHWC and NCHW16c register tile: output rows x pixels"),
+                "NHWC and NCHW[x]c register tile: output rows x pixels"),
           Param("order", ORDERS, DEFAULT_ORDER, "NHWC loop outside the other: tiles or "
                 "channel blocks"))
 
@@ -467,6 +467,10 @@ class DepthwiseNCHW(Prepared):
         return {"compulsory_bytes": self.p.compulsory_bytes}
 
 
+# the layouts the NHWC kernel runs, by its classes
+_TILED = {kind.in_layout: kind for kind in (DepthwiseNHWC, DepthwiseNCHW16c, DepthwiseNCHW32c)}
+
+
 def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]) -> str | None:
     p = problem
     if not (p.g == p.ic == p.oc):
@@ -487,8 +491,8 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
 
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,
            params: Mapping[str, ParamValue]) -> Prepared:
-    if layout == "nhwc" or layout in BLOCKS:
-        kind = {"nhwc": DepthwiseNHWC, BLOCKED: DepthwiseNCHW16c}.get(layout, DepthwiseNCHW32c)
+    kind = _TILED.get(layout)
+    if kind is not None:
         return kind(problem, w, str(params.get("tile", DEFAULT_TILE)),
                     str(params.get("order", DEFAULT_ORDER)))
     return DepthwiseNCHW(problem, w)

@@ -191,6 +191,7 @@ def _lane_tiles(key: str, m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes, 
     b_apply = lane_transform(bt_bytes, alpha, alpha)
     a_apply = lane_transform(at_bytes, m, alpha)
     ALPHA, M, LANES, ACT = alpha, m, lanes, act
+    PLAIN = epilogue.NONE   # the steps before the output tile's last store
 
     @cached_closure(f"{key}_{lanes}", inline="always")
     def input_tile(xp, v, row, n, h0, w0, tmp):  # pragma: no cover - jitted
@@ -204,10 +205,10 @@ def _lane_tiles(key: str, m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes, 
             c0 = min(run * LANES, c_n - LANES)
             for j in range(ALPHA):
                 b_apply(xp, corner + j * s2 + c0, s1, tmp, j * LANES, ALPHA * LANES, ALPHA,
-                        LANES, 0)
+                        LANES, PLAIN)
             for a in range(ALPHA):
                 b_apply(tmp, a * ALPHA * LANES, LANES, v, a * ALPHA * v0 + row * v1 + c0, v0,
-                        ALPHA, LANES, 0)
+                        ALPHA, LANES, PLAIN)
 
     @cached_closure(f"{key}_{lanes}", inline="always")
     def output_tile(mm, y, row, n, h0, w0, tmp):  # pragma: no cover - jitted
@@ -221,7 +222,7 @@ def _lane_tiles(key: str, m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes, 
             c0 = min(run * LANES, c_n - LANES)
             for j in range(ALPHA):
                 a_apply(mm, j * m0 + row * m1 + c0, ALPHA * m0, tmp, j * LANES, ALPHA * LANES,
-                        M, LANES, 0)
+                        M, LANES, PLAIN)
             for a in range(rows):
                 a_apply(tmp, a * ALPHA * LANES, LANES, y, n * y0 + (h0 + a) * y1 + w0 * y2 + c0,
                         y2, cols, LANES, ACT)

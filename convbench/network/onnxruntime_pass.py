@@ -7,9 +7,10 @@ residual adds -- is one ONNX model run by one ``InferenceSession`` with the sett
 the pass's threads, the same 50 us idle spin).  So ORT prepacks the weights once at load
 and does to the graph what it does in deployment: its NCHWc transformer reorders the
 activations once for the chain of convs, and Conv+Relu, Conv+Clip and Conv+Add+Relu fuse.
-The plan's pass fuses only a relu or relu6 into the conv before it, where its kernel can
-(:func:`convbench.network.executor.fusible`), so the comparison is ours against the library
-as inference runs it, not op against op (the oneDNN pass is that one).
+The plan's pass fuses a relu or relu6, and a residual add, into the conv before it where
+its kernel can (:func:`convbench.network.executor.fusible`,
+:func:`convbench.network.executor.residual_fusible`), so the comparison is ours against the
+library as inference runs it, not op against op (the oneDNN pass is that one).
 
 Why a second library pass: per layer, ONNX Runtime is mostly the fastest library, but at 2
 threads its per-layer cold-weights times hold thread-pool wake-ups a pass does not pay (each

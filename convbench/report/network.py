@@ -191,7 +191,8 @@ IN_PASS_ABOUT = ("Conv by conv inside the passes (run --network --profile): ONNX
                  "Runtime's node for the conv over the plan's conv, each timed inside its "
                  "own whole-graph pass (ours by the clock around each call, ORT's by its "
                  "profiler). library/plan above 1: ours is faster. ORT's node holds the "
-                 "relu, relu6 or residual add it fused; ours the relus our kernels fused. "
+                 "relu, relu6 or residual add it fused; ours the relus and adds our kernels "
+                 "fused. "
                  "At 2+ threads this is the fair per-layer cold comparison: both runtimes "
                  "keep their thread pools awake and stream the network's weights alike.")
 TRANSFORMS_ABOUT = ("The plan's steps that pay a layout transform before they run, with "
