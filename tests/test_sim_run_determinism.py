@@ -14,6 +14,11 @@ import pytest
 TINY = Path(__file__).parent / "data" / "tiny_suite.yaml"
 
 
+# serial: with another test running beside it under `pytest -n 2`, the two runs' counts
+# differed twice in four clean-clone CI runs (307482 vs 307516 Ir, 307408 vs 307398), and
+# never in eleven runs without one.  That is a bug of the counting pass, still open (the
+# session note of 2026-11-30); this test keeps asserting exact equality where it holds.
+@pytest.mark.serial
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_two_sim_runs_count_the_same_the_first_from_an_empty_numba_cache(tmp_path):
     """The first run compiles every kernel (numba's cache is empty), ahead of timing in a
