@@ -39,6 +39,7 @@ import numba
 import numpy as np
 
 from convbench import host
+from convbench.kernels import epilogue
 from convbench.kernels._numba_support import cached_closure, stack_f32
 from convbench.kernels.base import Ints, Param, ParamValue
 from convbench.kernels.buffers import page_aligned_empty
@@ -84,10 +85,15 @@ class MicroKernels:
 
 
 @cache
-def micro_kernels(mr: int, nr: int) -> MicroKernels:
-    """Compile (or load from numba's cache) the kernels for an MR x NR micro-tile."""
+def micro_kernels(mr: int, nr: int, act: int = epilogue.NONE) -> MicroKernels:
+    """Compile (or load from numba's cache) the kernels for an MR x NR micro-tile.
+
+    ``act``: an activation (a :mod:`convbench.kernels.epilogue` code) applied as a tile's
+    last K chunk is stored (``last``), on the sums in registers; the earlier chunks store
+    partial sums, which must not be clamped.  Plain kernels keep their cache names."""
     MR, NR, MN = mr, nr, mr * nr
-    tile = f"{mr}x{nr}"
+    ACT = act
+    tile = f"{mr}x{nr}" + epilogue.key_suffix(act)
 
     @cached_closure(tile, parallel=True)
     def pack_a(a, ap):  # pragma: no cover - jitted
@@ -123,8 +129,9 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
                     panel[kk, cols + j] = 0.0
 
     @cached_closure(tile, fastmath=True, inline="always")
-    def store_scalar(acc, c, i0, j0, first):  # pragma: no cover - jitted
-        """C[i0:, j0:] (+)= acc (an MR x NR array), clipped to C's edges."""
+    def store_scalar(acc, c, i0, j0, first, last):  # pragma: no cover - jitted
+        """C[i0:, j0:] (+)= acc (an MR x NR array), clipped to C's edges; the activation
+        applied to the result when ``last``."""
         rows = min(MR, c.shape[0] - i0)
         cols = min(NR, c.shape[1] - j0)
         for i in range(rows):
@@ -135,35 +142,45 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
             else:
                 for j in range(cols):
                     crow[j] += acc[i, j]
+            if ACT != epilogue.NONE and last:
+                for j in range(cols):
+                    crow[j] = epilogue.scalar(crow[j], ACT)
 
 
     @cached_closure(tile, fastmath=True, inline="always")
-    def store_tile(acc, c, i0, j0, first):  # pragma: no cover - jitted
+    def store_tile(acc, c, i0, j0, first, last):  # pragma: no cover - jitted
         """C[i0:, j0:] (+)= the register tile ``acc``, clipped to C's edges: whole vectors
-        into C's rows when the tile's columns fit, else through a stack copy."""
+        into C's rows when the tile's columns fit, else through a stack copy; the
+        activation applied in the stores of the ``last`` K chunk (ACT is a closure
+        constant: without one the branch folds away)."""
         rows = min(MR, c.shape[0] - i0)
         ldc = c.strides[0] // 4
         if j0 + NR <= c.shape[1]:
-            if first:
+            if ACT != epilogue.NONE and last:
+                if first:
+                    tile_store(acc, c, i0 * ldc + j0, ldc, rows, MR, NR, False, ACT)
+                else:
+                    tile_store(acc, c, i0 * ldc + j0, ldc, rows, MR, NR, True, ACT)
+            elif first:
                 tile_store(acc, c, i0 * ldc + j0, ldc, rows, MR, NR, False, 0)
             else:
                 tile_store(acc, c, i0 * ldc + j0, ldc, rows, MR, NR, True, 0)
         else:
             edge = numba.carray(stack_f32(MN), (MR, NR))
             tile_store(acc, edge, 0, NR, MR, MR, NR, False, 0)
-            store_scalar(edge, c, i0, j0, first)
+            store_scalar(edge, c, i0, j0, first, last)
 
     @cached_closure(tile, fastmath=True)
-    def micro(kc, a_panel, b_panel, c, i0, j0, first):  # pragma: no cover - jitted
+    def micro(kc, a_panel, b_panel, c, i0, j0, first, last):  # pragma: no cover - jitted
         """MR x NR tile of C (+)= a_panel (kc x MR)^T @ b_panel (kc x NR)."""
         acc = tile_zero(MR, NR)
         for kk in range(kc):
             tile_fma(acc, a_panel, kk * MR, 1, b_panel, kk * NR, MR, NR)
-        store_tile(acc, c, i0, j0, first)
+        store_tile(acc, c, i0, j0, first, last)
 
 
     @cached_closure(tile, parallel=True, fastmath=True)
-    def macro(ap, bp, c, kc, jp0, jp1, per_block, first):  # pragma: no cover - jitted
+    def macro(ap, bp, c, kc, jp0, jp1, per_block, first, last):  # pragma: no cover - jitted
         """C[:, jp0*NR : jp1*NR] (+)= A_pc @ B_pc; ap: (M panels, KC, MR) of one KC block,
         in MC blocks of ``per_block`` panels (:func:`block_panels`)."""
         n_ip = ap.shape[0]
@@ -176,10 +193,10 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
             jp = jp0 + t % n_jp
             ip_end = min(n_ip, (ib + 1) * per_block)
             for ip in range(ib * per_block, ip_end):
-                micro(kc, a_flat[ip], b_flat[jp], c, ip * MR, jp * NR, first)
+                micro(kc, a_flat[ip], b_flat[jp], c, ip * MR, jp * NR, first, last)
 
     @cached_closure(tile, fastmath=True)
-    def gather(x, ind, p0, t0, nt, icg, b_chunk, c, j0, first):  # pragma: no cover
+    def gather(x, ind, p0, t0, nt, icg, b_chunk, c, j0, first, last):  # pragma: no cover
         """MR x NR tile of C (+)= sum over taps t0 + t (t < nt) and channels q of
         row_{t0+t}(p0 + i)[q] * b_chunk[t*icg + q, j]: QNNPACK's indirect micro-kernel.
 
@@ -193,7 +210,7 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
         for t in range(nt):
             for q in range(icg):
                 tile_fma_rows(acc, x, ind, p0, t0 + t, q, b_chunk, (t * icg + q) * NR, MR, NR)
-        store_tile(acc, c, p0, j0, first)
+        store_tile(acc, c, p0, j0, first, last)
 
 
     @cached_closure(tile, parallel=True, fastmath=True)
@@ -215,7 +232,7 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
                 b_chunk = b_flat[jp, t0 * icg * NR:]
                 for ip in range(ib * per_block, ip_end):
                     gather(x, ind, ip * MR, t0, min(kt, taps - t0), icg, b_chunk, c,
-                           jp * NR, ch == 0)
+                           jp * NR, ch == 0, ch == n_chunks - 1)
 
     @cached_closure(tile, fastmath=True, inline="always")
     def batched_task(a, rows, m, bp, c, b, jp):  # pragma: no cover - jitted
@@ -225,7 +242,7 @@ def micro_kernels(mr: int, nr: int) -> MicroKernels:
         b_panel = bp[b, jp].reshape(k * NR)
         cb = c[b, :m]
         for ip in range((m + MR - 1) // MR):
-            gather(a[b], rows, ip * MR, 0, 1, k, b_panel, cb, jp * NR, True)
+            gather(a[b], rows, ip * MR, 0, 1, k, b_panel, cb, jp * NR, True, True)
 
     @cached_closure(tile, parallel=True, fastmath=True)
     def batched(a, rows, m, bp, c):  # pragma: no cover - jitted
@@ -316,7 +333,8 @@ class Blocking:
             jp1 = min(n_jp, jp0 + panels_per_nc)
             for pc in range(ap.shape[0]):
                 kc = min(self.KC, k - pc * self.KC)
-                macro(ap[pc], bp[pc], c, kc, jp0, jp1, per_block, pc == 0 and not accumulate)
+                macro(ap[pc], bp[pc], c, kc, jp0, jp1, per_block, pc == 0 and not accumulate,
+                      pc == ap.shape[0] - 1)
 
 
 _SCRATCH: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}

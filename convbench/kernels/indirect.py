@@ -11,6 +11,10 @@ data pointer; the zero vector lives outside the input, so its entries depend on 
 input is: like QNNPACK, which rebuilds its pointers when the input pointer changes,
 ``run`` sets them the first time it sees an input buffer and again only if it moves.
 Parameters MR, NR, MC, KC are the packed GEMM's (KC here counts K = tap x channel rows).
+A relu or relu6 after the conv runs in the micro-kernel's stores of each tile's last K
+chunk (``fuse_activation``), as in the other kernels a network plan picks; VGG-16's plans
+run conv1_1 (IC = 3) here, whose relu as glue streamed 12 MiB again: 140 us of a 29 ms
+pass at 2 threads (Zen 5 host).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from convbench.kernels import epilogue
 from convbench.kernels.base import Algorithm, ParamValue, Prepared
 from convbench.kernels.buffers import page_aligned_empty, page_aligned_zeros
 from convbench.kernels.gemm import (
@@ -29,6 +34,7 @@ from convbench.kernels.gemm import (
     block_panels,
     blocking_from,
     blocking_unfit,
+    micro_kernels,
     tile_space,
 )
 from convbench.spec.problem import ConvProblem
@@ -111,6 +117,14 @@ class IndirectNHWC(Prepared):
                                   self.wpacked[g], out, self.taps_per_chunk, self.panels_per_block)
             if self.gout is not None:
                 c[:, g * p.ocg:(g + 1) * p.ocg] = self.gout
+
+    def fuse_activation(self, kind: str) -> bool:
+        """The activation in the last K chunk's stores (:func:`~convbench.kernels.gemm.
+        micro_kernels`); not with groups, whose output goes through a copy."""
+        if self.gout is not None:
+            return False
+        self.kernels = micro_kernels(self.blocking.MR, self.blocking.NR, epilogue.CODES[kind])
+        return True
 
     def hot_kernels(self) -> tuple[object, ...]:
         return (self.kernels.indirect,)

@@ -90,7 +90,7 @@ def _tile_kernel(mr: int, nr: int):
                     b_chunk = b_flat[jp, t0 * ic * nr:]
                     for ip in range(n_ip):
                         gather(buf, offs, ip * mr, t0, min(kt, taps - t0), ic, b_chunk, out,
-                               jp * nr, ch == 0)
+                               jp * nr, ch == 0, ch == n_chunks - 1)
             # 3. scatter the tile's valid pixels into the output
             for r in range(min(tile_h, oh_len - oh0)):
                 for cw in range(min(tile_w, ow_len - ow0)):

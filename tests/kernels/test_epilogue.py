@@ -1,7 +1,8 @@
 """Activations fused into the kernels' stores (kernels/epilogue.py): a kernel switched to
 relu or relu6 writes exactly the activation of what it wrote before, on every path that
 stores (nchwc's row and plane tiles, a strided plane, depthwise's NHWC and NCHW16c tiles
-and its scalar tail block, Winograd's output transform in both schedules), and NaN stays
+and its scalar tail block, Winograd's output transform in both schedules, the indirect
+GEMM's last K chunk in vector and edge stores), and NaN stays
 NaN; nchwc switched to the residual add adds its sums to what the output holds, before the
 activation."""
 
@@ -30,6 +31,11 @@ CASES = [
      {"tile_block": 16, "gemm": "own", "schedule": "staged", "MR": "auto"}),
     ('mb1ic24ih9oc24oh9kh3ph1n"winofused"', "winograd2x2", "nhwc",
      {"tile_block": 16, "gemm": "own", "schedule": "fused", "MR": "auto"}),
+    # indirect GEMM: 9 taps in 5 K chunks of 2 (the activation on the last only), 40
+    # columns in NR = 16 panels (the last through the scalar edge store), M = 100 rows
+    # in MR = 4 panels
+    ('mb1ic3ih10oc40oh10kh3ph1n"indirect"', "indirect", "nhwc",
+     {"MR": 4, "NR": 16, "MC": 8, "KC": 6}),
 ]
 
 
@@ -46,7 +52,7 @@ def _built(desc, algorithm, layout, params, scale=3.0):
 # kernel family meets both activations, its vector and its scalar stores (the tail block)
 KINDS = {"rows": ["relu6"], "plane": ["relu"], "strided": ["relu6"], "dw": ["relu"],
          "dwtail": ["relu", "relu6"], "dwblk": ["relu6"], "wino": ["relu"],
-         "winofused": ["relu6"]}
+         "winofused": ["relu6"], "indirect": ["relu6"]}
 
 
 def _name(case) -> str:
