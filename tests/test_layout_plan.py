@@ -6,11 +6,13 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from convbench.network import executor
 from convbench.plan import layouts as plan
 from convbench.plan.layouts import Candidate
 
@@ -38,6 +40,9 @@ class Net:
     def consumers(self, tensor: str) -> tuple[Op, ...]:
         return tuple(op for op in self.ops if tensor in op.inputs)
 
+    def problem(self, op: Op) -> SimpleNamespace:
+        return SimpleNamespace(g=1)   # what Algorithm.fused_ops reads of a layer
+
     @property
     def output(self) -> str:
         return self.ops[-1].name
@@ -49,7 +54,8 @@ LAYOUTS = ("nchw", "nhwc", "nchw8c", "nchw16c")
 @st.composite
 def networks(draw) -> tuple[Net, dict[str, list[Candidate]], dict]:
     """Chains of convs and relus with a residual add or two (with or without a
-    projection conv), shared layers, 2-4 layouts, random costs."""
+    projection conv), shared layers, 2-4 layouts, random costs, candidates that fuse a
+    relu, a relu and an add, or nothing."""
     layouts = LAYOUTS[:draw(st.integers(2, 4))]
     layer_names = [f"L{i}" for i in range(draw(st.integers(1, 3)))]
     ops: list[Op] = []
@@ -78,8 +84,9 @@ def networks(draw) -> tuple[Net, dict[str, list[Candidate]], dict]:
         ops = ops[:1]
     net = Net(tuple(ops), shapes)
     seconds = st.integers(1, 100).map(float)
+    epilogues = st.sampled_from([frozenset(), frozenset({"relu"}), frozenset({"relu", "add"})])
     costs = {name: [Candidate(f"{name}/v{i}", draw(st.sampled_from(layouts)),
-                              draw(st.sampled_from(layouts)), draw(seconds))
+                              draw(st.sampled_from(layouts)), draw(seconds), draw(epilogues))
                     for i in range(draw(st.integers(1, 3)))]
              for name in layer_names}
     per_pair = {(a, b): draw(st.integers(0, 60)) / 10 for a in layouts for b in layouts
@@ -103,10 +110,14 @@ def transform_cost(per_pair: dict):
 
 
 def brute_force(net: Net, costs, transform_seconds, glue_seconds=lambda op, layout: 0.0,
-                glue_layout: str | None = None, accept=lambda chosen: True) -> float:
+                glue_layout: str | None = None, accept=lambda chosen: True,
+                sites: dict[str, str] | None = None) -> float:
     """Every candidate of every conv and every layout choice of every add, simulated
     (``glue_layout``: every glue op runs in it instead; ``accept``: only the choices of
-    candidates per conv op it accepts)."""
+    candidates per conv op it accepts; ``sites``: glue ops free where the op before them
+    -- a conv, or an add its conv ran -- can still fuse their kind and wrote the layout
+    they run in)."""
+    sites = sites or {}
     convs = [op for op in net.ops if op.kind == "conv"]
     adds = [op for op in net.ops if op.kind == "add"]
     best = float("inf")
@@ -123,19 +134,25 @@ def brute_force(net: Net, costs, transform_seconds, glue_seconds=lambda op, layo
                 src = layout[tensor]
                 return 0.0 if src == dst else transform_seconds(net.shape(tensor), src, dst)
 
-            for op in net.ops:
+            can: frozenset[str] = frozenset()   # what the last op's kernel can still fuse
+            for i, op in enumerate(net.ops):
                 if op.kind == "conv":
                     c = chosen[op.name]
                     total += c.seconds + move(op.inputs[0], c.in_layout)
                     layout[op.name] = c.out_layout
-                elif op.kind == "add" or glue_layout:
+                    can = c.fuses
+                    continue
+                if op.kind == "add" or glue_layout:
                     target = glue_layout or layout[op.inputs[side[op.name]]]
                     total += sum(move(t, target) for t in op.inputs)
-                    total += glue_seconds(op, target)
-                    layout[op.name] = target
                 else:
-                    layout[op.name] = layout[op.inputs[0]]
-                    total += glue_seconds(op, layout[op.name])
+                    target = layout[op.inputs[0]]
+                kind = sites.get(op.name)
+                fused = kind in can and layout[net.ops[i - 1].name] == target
+                if not fused:
+                    total += glue_seconds(op, target)
+                layout[op.name] = target
+                can = can - {"add"} if fused and kind == "add" else frozenset()
             total += move(net.output, "nchw")
             best = min(best, total)
     return best
@@ -158,6 +175,16 @@ def test_dp_finds_the_brute_force_optimum(case):
     for step in best.steps:
         if step.kind == "conv":
             assert step.candidate in costs[step.layer]
+    # glue a conv's stores may run costs nothing where the candidate fuses it
+    sites = executor.fusion_sites(net)
+    fused = plan.optimal(net, costs, cost, glue, sites=sites)
+    assert fused.total_seconds == pytest.approx(brute_force(net, costs, cost, glue,
+                                                            sites=sites))
+    assert fused.total_seconds <= with_glue.total_seconds + 1e-9
+    for i, step in enumerate(fused.steps):
+        if step.fused_into:
+            assert step.op in sites and step.layout == fused.steps[i - 1].layout
+            assert step.charged_seconds == 0 and step.seconds == per_glue[step.op, step.layout]
 
 
 @settings(max_examples=100, deadline=None)
@@ -165,10 +192,11 @@ def test_dp_finds_the_brute_force_optimum(case):
 def test_alternatives_bracket_the_optimum(case):
     net, costs, per_pair, per_glue = case
     cost, glue = transform_cost(per_pair), glue_cost(per_glue)
-    best = plan.optimal(net, costs, cost, glue).total_seconds
-    assert plan.per_layer_bound(net, costs, glue).total_seconds <= best + 1e-9
+    sites = executor.fusion_sites(net)
+    best = plan.optimal(net, costs, cost, glue, sites=sites).total_seconds
+    assert plan.per_layer_bound(net, costs, glue, sites).total_seconds <= best + 1e-9
     for layout in ("nchw", "nhwc"):
-        alternative = plan.one_layout(net, costs, cost, layout, glue)
+        alternative = plan.one_layout(net, costs, cost, layout, glue, sites=sites)
         if isinstance(alternative, plan.Plan):
             assert alternative.total_seconds >= best - 1e-9
             assert all(s.candidate.in_layout == s.candidate.out_layout == layout
@@ -340,7 +368,7 @@ def _record(layer: str, algorithm: str, layout: str, params: dict, seconds: floa
 def _toy_suite(tmp_path, monkeypatch, pairs: list[tuple[str, str]]) -> None:
     """The toy residual network as the suite ``convbench plan`` loads, and
     transforms.parquet timing each (from, to) pair at 1 ms on its 16-channel tensors."""
-    from types import SimpleNamespace
+
 
     import pandas as pd
 
@@ -431,7 +459,8 @@ def test_plan_command_adds_the_measured_glue_in_the_layout_it_runs(tmp_path, cli
                                                                    monkeypatch):
     """With glue.parquet beside transforms.parquet the relu and the add cost what they
     were measured to cost in the layout the plan runs them in: the blocked plan's in
-    nchw16c, the all-NCHW plan's in nchw."""
+    nchw16c, the all-NCHW plan's in nchw; the relu after a blocked conv costs the plan
+    nothing (it runs in the conv's stores)."""
     import json
 
     import pandas as pd
@@ -457,7 +486,10 @@ def test_plan_command_adds_the_measured_glue_in_the_layout_it_runs(tmp_path, cli
     document = json.loads((tmp_path / "plan.json").read_text())
     assert {op["op"]: op["seconds"] for op in document["ops"] if op["kind"] != "conv"} == {
         "r1": pytest.approx(0.5e-3), "sum": pytest.approx(0.5e-3)}
-    assert document["predicted"]["total_s"] == pytest.approx(15e-3)
+    # r1 runs in c1's stores (nchwc fuses a relu): charged nothing; direct fuses none
+    assert {op["op"]: op["fused_into"] for op in document["ops"] if op["fused_into"]} == {
+        "r1": "c1"}
+    assert document["predicted"]["total_s"] == pytest.approx(14.5e-3)
     assert document["alternatives"]["all-nchw"]["total_s"] == pytest.approx(34e-3)
     # without glue.parquet the same plan says that glue is counted as free
     (tmp_path / "glue.parquet").unlink()

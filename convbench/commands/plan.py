@@ -35,6 +35,7 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
     where layouts disagree; glue free or in NCHW) and the per-layer bound."""
     from convbench.errors import ConvbenchError
     from convbench.harness import transform_run
+    from convbench.network import executor
     from convbench.plan import costs, layouts, report
     from convbench.spec.suite import load_suite
 
@@ -52,7 +53,7 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
     shapes = {op.layer: (tuple(graph.shape(op.inputs[0])), tuple(graph.shape(op.name)))
               for op in graph.ops if op.kind == "conv"}
     candidates, left_out = costs.with_timed_layouts(table.costs, transform_seconds, shapes)
-    table = dataclasses.replace(table, costs=candidates)
+    table = dataclasses.replace(table, costs=costs.with_epilogues(candidates, graph))
     # said before planning: a layer left with no candidate fails the plan, and this says why
     click.echo(f"{loaded.name}: plan at {table.threads} thread(s), cache {table.cache}")
     untimed = sorted({layout for _, missing in left_out for layout in missing})
@@ -64,21 +65,25 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
     glue_frame = transform_run.load_glue(transforms_dir)
     glue = (None if glue_frame is None
             else costs.GlueTable.from_frame(glue_frame, graph, table.threads, table.cache))
-    best = layouts.optimal(graph, table.costs, transform_seconds, glue)
+    sites = executor.fusion_sites(graph)   # glue a conv's stores may run: charged nothing
+    best = layouts.optimal(graph, table.costs, transform_seconds, glue, sites=sites)
     alternatives: dict[str, layouts.Plan | str] = {"optimal": best}
     for layout in ("nchw", "nhwc"):
         alternatives[f"all-{layout}"] = layouts.one_layout(graph, table.costs,
-                                                           transform_seconds, layout, glue)
-    blocked, blocks = layouts.one_block(graph, table.costs, transform_seconds, glue)
+                                                           transform_seconds, layout, glue,
+                                                           sites=sites)
+    blocked, blocks = layouts.one_block(graph, table.costs, transform_seconds, glue, sites)
     block = None   # the best block's layout (one_block labels each plan all-<layout>)
     if isinstance(blocked, layouts.Plan):
         block = blocked.label.removeprefix("all-")
         blocked = dataclasses.replace(blocked, label=f"all-nchwxc ({block}, the best block)")
     alternatives["all-nchwxc"] = blocked
-    alternatives["local-best"] = layouts.local_best(graph, table.costs, transform_seconds, glue)
+    alternatives["local-best"] = layouts.local_best(graph, table.costs, transform_seconds, glue,
+                                                    sites=sites)
     alternatives["local-best-nchw-glue"] = layouts.local_best(graph, table.costs,
-                                                              transform_seconds, glue, "nchw")
-    alternatives["per-layer bound"] = layouts.per_layer_bound(graph, table.costs, glue)
+                                                              transform_seconds, glue, "nchw",
+                                                              sites)
+    alternatives["per-layer bound"] = layouts.per_layer_bound(graph, table.costs, glue, sites)
     if glue is None:
         click.echo(f"glue ops (relu, pools, add) counted as free: {transforms_dir} has no "
                    f"{transform_run.GLUE_FILE} (measure with convbench transforms SUITE)")

@@ -91,15 +91,17 @@ def spec_label(label: str) -> str:
 def _predicted(plan: planfile.PlanFile, label: str, fused: Sequence[str] = ()) -> float:
     """The pass's predicted total; ``fused``: its glue ops that ran inside a conv's stores
     (:attr:`convbench.network.executor.NetworkPass.fused`), whose predicted seconds it
-    does not spend.  (The plan's dynamic program charges each relu alike in every layout, so
-    its choices hold; only the total drops.)"""
+    does not spend: the sum of :func:`convbench.network.executor.predicted_parts`, so a
+    pass predicts what it runs whatever the plan assumed (the dynamic program charges a
+    fused op nothing where the kernel fuses it; an ``--ablate`` pass runs it as glue)."""
+    from convbench.network import executor
+
     if label == BOUND:
         return plan.bound_s
     spec = plan.passes.get(spec_label(label))
     if not isinstance(spec, planfile.PassSpec):
         return math.nan
-    fused = set(fused)
-    return spec.predicted_s - sum(s.seconds for s in spec.steps if s.op in fused)
+    return sum(executor.predicted_parts(spec, fused).values())
 
 
 def _fused(answers: Sequence[dict[str, Any]], label: str) -> list[str]:

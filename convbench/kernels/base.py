@@ -148,6 +148,11 @@ LayerDomains = Callable[[ConvProblem], Mapping[str, tuple[ParamValue, ...]]]
 # blocks), so the tuner's prior can tell a configuration's speed from its padding on
 # another layer (:mod:`convbench.tune.prior`).
 WorkRatio = Callable[[ConvProblem, Mapping[str, ParamValue]], float]
+# The glue ops a variant runs in its own stores -- "relu", "relu6" (``Prepared.
+# fuse_activation``), "add" (``Prepared.fuse_residual``) -- known without building it, so
+# the layout plan charges such an op nothing where the network pass will fuse it.
+Epilogues = Callable[[ConvProblem, str], frozenset[str]]
+ACTIVATIONS = frozenset({"relu", "relu6"})
 
 
 def always(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]) -> str | None:
@@ -187,6 +192,11 @@ class Algorithm:
     tuning_space: TuningSpace | None = None
     layer_domains: LayerDomains | None = None
     work_ratio: WorkRatio | None = None   # None: no padding, every variant computes 1.0
+    epilogues: Epilogues | None = None    # None: fuses nothing
+
+    def fused_ops(self, problem: ConvProblem, layout: str) -> frozenset[str]:
+        """The glue op kinds a variant in ``layout`` runs in its stores on ``problem``."""
+        return frozenset() if self.epilogues is None else self.epilogues(problem, layout)
 
     def layout_refusal(self, layout: str) -> str | None:
         """Why ``layout`` is not one of this algorithm's (None: it is).  A builder handed

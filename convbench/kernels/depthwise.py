@@ -43,7 +43,7 @@ from numba.extending import intrinsic
 
 from convbench.kernels import epilogue
 from convbench.kernels._numba_support import cached_closure, data_ptr, stable_identity
-from convbench.kernels.base import Algorithm, Param, ParamValue, Prepared
+from convbench.kernels.base import ACTIVATIONS, Algorithm, Param, ParamValue, Prepared
 from convbench.kernels.buffers import page_aligned, page_aligned_zeros
 from convbench.spec.problem import ConvProblem
 
@@ -507,6 +507,7 @@ ALGORITHMS = [
         build=_build,
         applies=_applies,
         params=PARAMS,
+        epilogues=lambda problem, layout: ACTIVATIONS if layout in _TILED else frozenset(),
         notes="NHWC weights packed [C/lanes] x KW x KH x lanes (lanes: one vector register's "
               f"float32, 8 to 16), NCHW{V}c's and NCHW{2 * V}c's [C/{V}] x KW x KH x {V}; "
               "stride 1 or 2; "

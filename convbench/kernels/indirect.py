@@ -24,7 +24,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from convbench.kernels import epilogue
-from convbench.kernels.base import Algorithm, ParamValue, Prepared
+from convbench.kernels.base import ACTIVATIONS, Algorithm, ParamValue, Prepared
 from convbench.kernels.buffers import page_aligned_empty, page_aligned_zeros
 from convbench.kernels.gemm import (
     BLOCKING_PARAMS,
@@ -169,6 +169,7 @@ ALGORITHMS = [
         build=_build,
         params=PARAMS,
         applies=lambda problem, layout, params: blocking_unfit(params),
+        epilogues=lambda problem, layout: ACTIVATIONS if problem.g == 1 else frozenset(),
         tuning_space=tuning_space,
         notes="No im2col copy: the packed-GEMM micro-kernel reads input rows through an "
               "indirection buffer of addresses; padding taps read one zero vector.",

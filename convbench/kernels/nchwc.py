@@ -61,7 +61,7 @@ import numpy as np
 from convbench import host
 from convbench.kernels import epilogue, layouts
 from convbench.kernels._numba_support import cached_closure
-from convbench.kernels.base import Algorithm, Ints, Param, ParamValue, Prepared
+from convbench.kernels.base import ACTIVATIONS, Algorithm, Ints, Param, ParamValue, Prepared
 from convbench.kernels.buffers import page_aligned, page_aligned_zeros
 from convbench.kernels.register_tile import MIN_CHAINS, tile_fma, tile_store, tile_zero
 from convbench.spec.problem import ConvProblem
@@ -530,6 +530,7 @@ ALGORITHMS = [
         source="NeoCPU (Liu et al., USENIX ATC 2019); seed 002",
         layouts=("nchwxc",),
         build=_build,
+        epilogues=lambda problem, layout: ACTIVATIONS | {"add"},
         params=(
             # Any block computes correctly (channels are zero padded to whole blocks);
             # 64 bounds the padding and one accumulator vector (oc_bn lanes).  reg_n past

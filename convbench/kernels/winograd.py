@@ -55,6 +55,7 @@ import numpy as np
 from convbench.kernels import epilogue
 from convbench.kernels._numba_support import cached_closure
 from convbench.kernels.base import (
+    ACTIVATIONS,
     PERFORMED_FLOPS,
     Algorithm,
     Ints,
@@ -484,6 +485,7 @@ def _algorithm(m: int) -> Algorithm:
         source="Lavin & Gray 2015, Fast Algorithms for CNNs; seeds 000 and 004",
         layouts=("nhwc",),
         build=_builder(m),
+        epilogues=lambda problem, layout: ACTIVATIONS,
         params=(
             # Any block computes correctly (tests run 1, 3, 7); the scratch of one block
             # grows with it (tiles x alpha^2 x channels), so 4096 bounds it.

@@ -461,36 +461,66 @@ def pass_tensors(p: NetworkPass) -> dict[str, np.ndarray]:
     return out
 
 
+def activation_site(network: Network, before: Op, op: Op) -> bool:
+    """Whether glue ``op`` is, by the graph alone, a relu or relu6 of ``before``'s output
+    that no other op reads (so it runs in place: :func:`convbench.network.glue.in_place_input`)."""
+    return (op.kind in epilogue.CODES and op.inputs == (before.name,)
+            and glue.in_place_input(network, op) == 0)
+
+
 def fusible(network: Network, before: Op, conv_step: StepSpec, op: Op, step: StepSpec
             ) -> bool:
     """Whether glue ``op`` (run right after ``before``: a conv, or the add a conv ran) may
-    run inside the conv's stores: a relu or relu6 of ``before``'s output that no other op
-    reads (so it runs in place: :func:`convbench.network.glue.in_place_input`), in the
-    layout the conv writes, with no transform between them.  The kernel must also fuse it
+    run inside the conv's stores: an :func:`activation_site` in the layout the conv
+    writes, with no transform between them.  The kernel must also fuse it
     (``Prepared.fuse_activation``)."""
-    return (op.kind in epilogue.CODES and op.inputs == (before.name,)
-            and glue.in_place_input(network, op) == 0 and not step.transforms
+    return (activation_site(network, before, op) and not step.transforms
             and step.layout == conv_step.layout)
 
 
-def residual_fusible(network: Network, i: int, conv_step: StepSpec, step: StepSpec) -> bool:
-    """Whether the add at step ``i + 1`` may run inside the stores of the conv at step
-    ``i``: an add of two tensors, the conv's output (read by nothing else) and a shortcut
-    that is neither the network's input nor its output and that no later op reads (the
-    conv overwrites it), in the layout the conv writes, its transforms (run before the
-    conv instead) not of the conv's output.  The kernel must also fuse it
-    (``Prepared.fuse_residual``)."""
+def residual_site(network: Network, i: int) -> bool:
+    """Whether the op after the conv at index ``i`` is, by the graph alone, an add the conv
+    can run: an add of two tensors, the conv's output (read by nothing else) and a
+    shortcut that is neither the network's input nor its output and that no later op reads
+    (the conv overwrites it)."""
     conv, add = network.ops[i], network.ops[i + 1]
     if not (add.kind == "add" and len(add.inputs) == 2 and conv.name in add.inputs
-            and add.inputs[0] != add.inputs[1] and step.layout == conv_step.layout
-            and [o.name for o in network.consumers(conv.name)] == [add.name]
-            and all(t.tensor != conv.name for t in step.transforms)):
+            and add.inputs[0] != add.inputs[1]
+            and [o.name for o in network.consumers(conv.name)] == [add.name]):
         return False
     shortcut = next(name for name in add.inputs if name != conv.name)
     order = {o.name: k for k, o in enumerate(network.ops)}
     return (shortcut not in (INPUT, network.output)
             and all(order[reader.name] < i for reader in network.consumers(shortcut)
                     if reader.name != add.name))
+
+
+def residual_fusible(network: Network, i: int, conv_step: StepSpec, step: StepSpec) -> bool:
+    """Whether the add at step ``i + 1`` may run inside the stores of the conv at step
+    ``i``: a :func:`residual_site` in the layout the conv writes, its transforms (run
+    before the conv instead) not of the conv's output.  The kernel must also fuse it
+    (``Prepared.fuse_residual``)."""
+    return (residual_site(network, i) and step.layout == conv_step.layout
+            and all(t.tensor != network.ops[i].name for t in step.transforms))
+
+
+def fusion_sites(network: Network) -> dict[str, str]:
+    """The glue ops a pass may run in a conv's stores, by the kind they fuse as ("add",
+    "relu", "relu6"): an add right after a conv (:func:`residual_site`), an activation
+    right after a conv or after such an add (:func:`activation_site`).  What the layout
+    plan charges nothing for where the chosen kernel fuses that kind and the layouts agree
+    (:mod:`convbench.plan.layouts`), as the pass decides with :func:`fusible` and
+    :func:`residual_fusible`."""
+    sites: dict[str, str] = {}
+    ops = network.ops
+    for i in range(1, len(ops)):
+        before, op = ops[i - 1], ops[i]
+        if before.kind == "conv" and residual_site(network, i - 1):
+            sites[op.name] = "add"
+        elif ((before.kind == "conv" or sites.get(before.name) == "add")
+              and activation_site(network, before, op)):
+            sites[op.name] = op.kind
+    return sites
 
 
 def predicted_parts(spec: PassSpec, fused: Collection[str] = ()

@@ -10,6 +10,7 @@ median), one thread count, cache mode and optionally vector width at a time; a c
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Iterable, Mapping
@@ -234,6 +235,25 @@ def with_timed_layouts(costs: Mapping[str, list[Candidate]], transforms: Transfo
             else:
                 kept.setdefault(layer, []).append(c)
     return kept, left
+
+
+def with_epilogues(costs: Mapping[str, list[Candidate]], graph: Any
+                   ) -> dict[str, list[Candidate]]:
+    """The candidates with the glue op kinds each runs in its stores on its layer
+    (``Algorithm.fused_ops``), which the plan then charges nothing where the layouts agree."""
+    from convbench.kernels import registry
+    from convbench.kernels.base import Variant
+
+    problems = {op.layer: graph.problem(op) for op in graph.ops if op.kind == "conv"}
+    out: dict[str, list[Candidate]] = {}
+    for layer, cands in costs.items():
+        out[layer] = []
+        for c in cands:
+            variant = Variant.parse(c.variant_id.partition("@")[0])
+            fuses = (registry.get(variant.algorithm).fused_ops(problems[layer], variant.layout)
+                     if layer in problems else frozenset())
+            out[layer].append(dataclasses.replace(c, fuses=fuses))
+    return out
 
 
 def _elements(shape: Iterable[int]) -> int:

@@ -7,7 +7,13 @@ another layout than the one its producer wrote, that edge pays a transform.  Glu
 (relu, pools) run in whatever layout their input arrives in and keep it; an ``add`` needs
 its inputs in one layout, so it takes one input's layout and the others are transformed to
 it (the paper's rule).  The network input arrives in NCHW and the output is delivered in
-NCHW.  The plan minimises the sum of conv times, glue times and transform times.
+NCHW.  The plan minimises the sum of conv times, glue times and transform times.  A glue op
+the network pass runs in the stores of the conv before it costs nothing: a relu or relu6
+right after a conv (or after an add run that way), an add right after one of its convs
+(the fusion sites, ``sites``: :func:`convbench.network.executor.fusion_sites`), where the
+chosen candidate fuses that kind (:attr:`Candidate.fuses`) and the op runs in the layout
+the conv writes.  So a plan is charged what its pass runs, and a candidate that fuses its
+relu is not judged by a relu it never pays.
 
 The search is exact: a dynamic program over the ops in execution order whose state is the
 layout of every *live* tensor (produced and still awaiting a consumer).  Which tensors are
@@ -35,7 +41,7 @@ fastest candidates disagree on layouts.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from convbench.errors import ConvbenchError
@@ -84,6 +90,7 @@ class Candidate:
     in_layout: str
     out_layout: str
     seconds: float
+    fuses: frozenset[str] = frozenset()   # glue op kinds it runs in its stores
 
 
 @dataclass(frozen=True)
@@ -111,10 +118,16 @@ class Step:
     seconds: float
     transforms: tuple[EdgeTransform, ...] = ()
     why: str = ""
+    fused_into: str | None = None   # the conv whose stores run this glue op (seconds: as glue)
 
     @property
     def transform_seconds(self) -> float:
         return sum(t.seconds for t in self.transforms)
+
+    @property
+    def charged_seconds(self) -> float:
+        """What the op costs in the plan: nothing when it runs in a conv's stores."""
+        return 0.0 if self.fused_into else self.seconds
 
 
 @dataclass(frozen=True)
@@ -128,7 +141,7 @@ class Plan:
 
     @property
     def op_seconds(self) -> float:
-        return sum(s.seconds for s in self.steps)
+        return sum(s.charged_seconds for s in self.steps)
 
     @property
     def transform_seconds(self) -> float:
@@ -147,12 +160,20 @@ class Plan:
 
 @dataclass(frozen=True)
 class _Choice:
-    """One option of one op from one state: the candidate or layout taken and its cost."""
+    """One option of one op from one state: the candidate or layout taken, its own time,
+    whether it runs in the previous conv's stores (then it is charged nothing) and the
+    epilogues the next op could still fuse into (:attr:`Candidate.fuses`)."""
 
     candidate: Candidate | None
     layout: str
     seconds: float
     transforms: tuple[EdgeTransform, ...]
+    fused: bool = False
+    after: frozenset[str] = frozenset()
+
+    @property
+    def charged(self) -> float:
+        return (0.0 if self.fused else self.seconds) + sum(e.seconds for e in self.transforms)
 
 
 @dataclass
@@ -162,6 +183,7 @@ class _Problem:
     transform_seconds: TransformSeconds
     glue_seconds: GlueSeconds | None = None   # None: glue counted as free
     glue_layout: str | None = None            # every glue op runs in it (None: DP's choice)
+    sites: Mapping[str, str] = field(default_factory=dict)   # glue op -> kind it fuses as
 
     def edge(self, tensor: str, consumer: str, src: str, dst: str) -> tuple[EdgeTransform, ...]:
         if src == dst:
@@ -174,30 +196,43 @@ class _Problem:
         return 0.0 if self.glue_seconds is None else float(self.glue_seconds(op, layout))
 
     def candidates(self, op: OpLike) -> list[Candidate]:
-        """The layer's candidates, only the fastest of each (in, out) layout pair: the
-        others can never be in an optimal plan (same transforms, more time)."""
+        """The layer's candidates, only the fastest of each (in, out) layout pair and
+        epilogues: the others can never be in an optimal plan (same transforms, same glue
+        fused, more time)."""
         if op.layer is None or not self.costs.get(op.layer):
             raise PlanError(f"conv {op.name}: no costs for layer {op.layer!r}")
-        best: dict[tuple[str, str], Candidate] = {}
+        best: dict[tuple[str, str, frozenset[str]], Candidate] = {}
         for c in self.costs[op.layer]:
-            key = (c.in_layout, c.out_layout)
+            key = (c.in_layout, c.out_layout, c.fuses)
             if key not in best or c.seconds < best[key].seconds:
                 best[key] = c
         return list(best.values())
 
-    def choices(self, op: OpLike, live: Mapping[str, str]) -> list[_Choice]:
+    def choices(self, op: OpLike, live: Mapping[str, str], before: str | None,
+                epilogues: frozenset[str]) -> list[_Choice]:
+        """``op``'s options where ``before`` ran just before it and its kernel can still
+        run ``epilogues`` in its stores."""
         if op.kind == "conv":
             (tensor,) = op.inputs
             return [_Choice(c, c.out_layout, c.seconds,
-                            self.edge(tensor, op.name, live[tensor], c.in_layout))
+                            self.edge(tensor, op.name, live[tensor], c.in_layout),
+                            after=c.fuses)
                     for c in self.candidates(op)]
         # one input's layout for all (a single-input op keeps its input's layout)
         targets = ((self.glue_layout,) if self.glue_layout
                    else dict.fromkeys(live[t] for t in op.inputs))
-        return [_Choice(None, target, self.glue(op, target),
-                        tuple(e for t in op.inputs for e in self.edge(t, op.name, live[t],
-                                                                         target)))
-                for target in targets]
+        kind = self.sites.get(op.name)
+        out = []
+        for target in targets:
+            # in the layout the conv (or the add it ran) wrote: no transform of its output
+            fused = (kind in epilogues and before is not None and before in live
+                     and live[before] == target)
+            out.append(_Choice(None, target, self.glue(op, target),
+                               tuple(e for t in op.inputs
+                                     for e in self.edge(t, op.name, live[t], target)),
+                               fused, epilogues - {"add"} if fused and kind == "add"
+                               else frozenset()))
+        return out
 
 
 def _last_uses(graph: GraphLike) -> list[set[str]]:
@@ -213,35 +248,46 @@ def _last_uses(graph: GraphLike) -> list[set[str]]:
     return dying
 
 
-State = tuple[tuple[str, str], ...]   # (tensor, layout) of every live tensor, sorted
+# ((tensor, layout) of every live tensor, sorted; the glue op kinds the last op's kernel
+# can still run in its stores)
+State = tuple[tuple[tuple[str, str], ...], frozenset[str]]
 
 
 def optimal(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
             transform_seconds: TransformSeconds, glue_seconds: GlueSeconds | None = None,
-            label: str = "optimal", glue_layout: str | None = None) -> Plan:
+            label: str = "optimal", glue_layout: str | None = None,
+            sites: Mapping[str, str] | None = None) -> Plan:
     """The cheapest plan: the dynamic program over live-tensor layouts described above
-    (``glue_layout``: every glue op runs in that layout, its inputs transformed to it)."""
-    problem = _Problem(graph, costs, transform_seconds, glue_seconds, glue_layout)
+    (``glue_layout``: every glue op runs in that layout, its inputs transformed to it;
+    ``sites``: the glue ops a conv's stores may run, by the kind they fuse as)."""
+    problem = _Problem(graph, costs, transform_seconds, glue_seconds, glue_layout,
+                       dict(sites or {}))
     dying = _last_uses(graph)
     read = {t for op in graph.ops for t in op.inputs} | {graph.output}
-    states: dict[State, float] = {((NETWORK_INPUT, PLAIN),): 0.0}
+    # a state is the live layouts and what the last op's kernel can still fuse: only where
+    # the next op is a fusion site, so states that differ in nothing else still merge
+    states: dict[State, float] = {(((NETWORK_INPUT, PLAIN),), frozenset()): 0.0}
     # per op: new state -> (previous state, choice); enough to walk the best plan back
     back: list[dict[State, tuple[State, _Choice]]] = []
-    for i, op in enumerate(graph.ops):
+    ops = graph.ops
+    for i, op in enumerate(ops):
         following: dict[State, float] = {}
         came: dict[State, tuple[State, _Choice]] = {}
+        site_next = i + 1 < len(ops) and ops[i + 1].name in problem.sites
         for state, cost in states.items():
-            live = dict(state)
+            held, epilogues = state
+            live = dict(held)
             missing = [t for t in op.inputs if t not in live]
             if missing:
                 raise PlanError(f"op {op.name} reads {missing[0]!r}, which no earlier op "
                                 "produces")
-            for choice in problem.choices(op, live):
+            before = ops[i - 1].name if i else None
+            for choice in problem.choices(op, live, before, epilogues):
                 after = {t: layout for t, layout in live.items() if t not in dying[i]}
                 if op.name in read:
                     after[op.name] = choice.layout
-                key = tuple(sorted(after.items()))
-                total = cost + choice.seconds + sum(e.seconds for e in choice.transforms)
+                key = (tuple(sorted(after.items())), choice.after if site_next else frozenset())
+                total = cost + choice.charged
                 if key not in following or total < following[key]:
                     following[key], came[key] = total, (state, choice)
         states = following
@@ -249,7 +295,7 @@ def optimal(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
     # deliver the output in NCHW
     best_state, best_total, best_tail = None, float("inf"), ()
     for state, cost in states.items():
-        tail = problem.edge(graph.output, "output", dict(state)[graph.output], PLAIN)
+        tail = problem.edge(graph.output, "output", dict(state[0])[graph.output], PLAIN)
         total = cost + sum(e.seconds for e in tail)
         if total < best_total:
             best_state, best_total, best_tail = state, total, tail
@@ -268,9 +314,13 @@ def optimal(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
 def _explain(problem: _Problem, graph: GraphLike, choices: list[_Choice]) -> tuple[Step, ...]:
     """The steps of a plan, each transform with the reason it is paid."""
     made: dict[str, str] = {NETWORK_INPUT: "the network input"}
+    stores: dict[str, str] = {}   # op -> the conv whose stores wrote its result
     steps = []
-    for op, choice in zip(graph.ops, choices, strict=True):
-        reasons = []
+    for i, (op, choice) in enumerate(zip(graph.ops, choices, strict=True)):
+        into = stores.get(graph.ops[i - 1].name) if choice.fused else None
+        if op.kind == "conv" or into:
+            stores[op.name] = into or op.name
+        reasons = [f"runs in {into}'s stores"] if into else []
         for e in choice.transforms:
             source = made.get(e.tensor, e.tensor)
             if op.kind == "conv" and choice.candidate is not None:
@@ -282,7 +332,7 @@ def _explain(problem: _Problem, graph: GraphLike, choices: list[_Choice]) -> tup
         made[op.name] = f"{op.name} ({choice.candidate.variant_id})" if choice.candidate \
             else op.name
         steps.append(Step(op.name, op.kind, op.layer, choice.candidate, choice.layout,
-                          choice.seconds, choice.transforms, "; ".join(reasons)))
+                          choice.seconds, choice.transforms, "; ".join(reasons), into))
     return tuple(steps)
 
 
@@ -308,7 +358,8 @@ def _us(seconds: float) -> str:
 def one_layout(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
                transform_seconds: TransformSeconds, layout: str,
                glue_seconds: GlueSeconds | None = None,
-               input_layouts: frozenset[str] = frozenset()) -> Plan | str:
+               input_layouts: frozenset[str] = frozenset(),
+               sites: Mapping[str, str] | None = None) -> Plan | str:
     """The best plan with every tensor the network computes in ``layout``: every conv writes
     it and reads it, except that a conv reading the network input may also read one of
     ``input_layouts`` (transformed at the network's edge, as ``layout`` itself would be);
@@ -328,13 +379,15 @@ def one_layout(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
         if op.kind == "conv" and op.layer is not None and not kept.get(op.layer):
             return f"layer {op.layer} has no measured {layout} candidate"
     try:
-        return optimal(graph, kept, transform_seconds, glue_seconds, label=f"all-{layout}")
+        return optimal(graph, kept, transform_seconds, glue_seconds, label=f"all-{layout}",
+                       sites=sites)
     except PlanError as exc:   # a glue op or a transform not timed in this layout
         return str(exc)
 
 
 def one_block(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
-              transform_seconds: TransformSeconds, glue_seconds: GlueSeconds | None = None
+              transform_seconds: TransformSeconds, glue_seconds: GlueSeconds | None = None,
+              sites: Mapping[str, str] | None = None
               ) -> tuple[Plan | str, dict[str, Plan | str]]:
     """NeoCPU's section 3.2 plan: one block x for every tensor the network computes
     (all-NCHW[x]c), the stem reading any blocked layout of the input (3 channels fill no
@@ -344,7 +397,8 @@ def one_block(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
     read = {c.in_layout for cands in costs.values() for c in cands}
     blocks = sorted((lay for lay in written if block_size(lay)), key=block_size)
     stem_reads = frozenset(lay for lay in read if block_size(lay))
-    each = {lay: one_layout(graph, costs, transform_seconds, lay, glue_seconds, stem_reads)
+    each = {lay: one_layout(graph, costs, transform_seconds, lay, glue_seconds, stem_reads,
+                            sites)
             for lay in blocks}
     plans = [p for p in each.values() if isinstance(p, Plan)]
     if not plans:
@@ -355,7 +409,8 @@ def one_block(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
 
 def local_best(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
                transform_seconds: TransformSeconds, glue_seconds: GlueSeconds | None = None,
-               glue_layout: str | None = None) -> Plan:
+               glue_layout: str | None = None, sites: Mapping[str, str] | None = None
+               ) -> Plan:
     """NeoCPU's local search alone: every conv runs its layer's fastest candidate whatever
     its neighbours read and write, and the tensors between pay the transforms that forces
     (the cheapest such plan: where an add's inputs disagree, the better side).  With
@@ -365,25 +420,37 @@ def local_best(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
                for layer, cands in costs.items() if cands}
     label = "local best" + (f", glue in {glue_layout}" if glue_layout else "")
     return optimal(graph, fastest, transform_seconds, glue_seconds, label=label,
-                   glue_layout=glue_layout)
+                   glue_layout=glue_layout, sites=sites)
 
 
 def per_layer_bound(graph: GraphLike, costs: Mapping[str, Sequence[Candidate]],
-                    glue_seconds: GlueSeconds | None = None) -> Plan:
+                    glue_seconds: GlueSeconds | None = None,
+                    sites: Mapping[str, str] | None = None) -> Plan:
     """Each conv's fastest candidate with transforms ignored, each glue op in its fastest
-    layout: a lower bound, not a plan."""
+    layout, or free at a fusion site some candidate of its conv fuses (a plan may run it
+    there): a lower bound, not a plan."""
     problem = _Problem(graph, costs, lambda shape, src, dst: 0.0, glue_seconds)
+    sites = sites or {}
     held = {PLAIN} | {layout for cands in costs.values() for c in cands
                       for layout in (c.in_layout, c.out_layout)}
-    steps = []
+    steps: list[Step] = []
+    can: frozenset[str] = frozenset()   # what some candidate of the last conv could still fuse
     for op in graph.ops:
         if op.kind == "conv":
-            best = min(problem.candidates(op), key=lambda c: c.seconds)
+            cands = problem.candidates(op)
+            best = min(cands, key=lambda c: c.seconds)
             steps.append(Step(op.name, op.kind, op.layer, best, best.out_layout, best.seconds,
                               why="fastest candidate, transforms ignored"))
-        else:
-            steps.append(Step(op.name, op.kind, op.layer, None, "", _fastest_glue(problem, op,
-                                                                                 held)))
+            can = frozenset().union(*(c.fuses for c in cands))
+            continue
+        kind = sites.get(op.name)
+        into = None
+        if kind in can:
+            into = next(s.op for s in reversed(steps) if s.kind == "conv")
+        steps.append(Step(op.name, op.kind, op.layer, None, "",
+                          _fastest_glue(problem, op, held), fused_into=into,
+                          why=f"may run in {into}'s stores" if into else ""))
+        can = can - {"add"} if into and kind == "add" else frozenset()
     return Plan("per-layer bound (transforms ignored)", tuple(steps), bound=True)
 
 

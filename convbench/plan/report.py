@@ -69,7 +69,7 @@ def _steps_json(plan: Plan) -> list[dict[str, Any]]:
     return [{"op": s.op, "kind": s.kind, "layer": s.layer,
              "variant": s.candidate.variant_id if s.candidate else None,
              "in_layout": s.candidate.in_layout if s.candidate else s.layout,
-             "out_layout": s.layout, "seconds": s.seconds,
+             "out_layout": s.layout, "seconds": s.seconds, "fused_into": s.fused_into,
              "transforms": [_transform_json(t) for t in s.transforms], "why": s.why}
             for s in plan.steps]
 

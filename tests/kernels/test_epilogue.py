@@ -114,3 +114,35 @@ def test_a_kernel_that_cannot_fuse_says_so_and_changes_nothing():
     assert ex.prepared.fuse_residual() is False
     ex.prepared.run(ex.x, ex.y)
     np.testing.assert_array_equal(ex.y, plain)
+
+
+# the kernels that fuse nothing, and the layouts / groups where a fusing one does not
+PLAIN_CASES = [
+    ("mb1ic16ih8oc16oh8kh3ph1", "direct", "nchw", {}),
+    ("mb1ic16ih8oc16oh8kh3ph1", "im2col", "nhwc", {"gemm": "blas"}),
+    ("mb1ic16ih8oc16oh8kh3ph1", "spatial_pack", "nhwc", {}),
+    ("mb1ic16ih8oc16oh8kh1", "strassen", "nchw", {}),
+    ("g16mb1ic16ih8oc16oh8kh3ph1", "depthwise3x3", "nchw", {}),
+    ("g2mb1ic16ih8oc16oh8kh3ph1", "indirect", "nhwc", {}),
+]
+
+
+@pytest.mark.parametrize("case", CASES + PLAIN_CASES,
+                         ids=[f"{c[1]}-{c[2]}-{i}" for i, c in enumerate(CASES + PLAIN_CASES)])
+def test_the_declared_epilogues_are_what_the_built_kernel_fuses(case):
+    """``Algorithm.fused_ops`` (what the layout plan charges nothing for) says exactly what
+    the built kernel's ``fuse_activation`` / ``fuse_residual`` accept."""
+    from convbench.kernels import registry
+
+    desc, algorithm, layout, params = case
+    p = parse_descriptor(desc.split("n\"")[0])
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal(p.weight_shape).astype(np.float32)
+    alg = registry.get(algorithm)
+    params = {**alg.defaults, **params}
+    accepted = set()
+    for kind in ("relu", "relu6", "add"):
+        prepared = alg.build(p, w, layout, params)   # fresh: a fuse_* call switches it
+        if prepared.fuse_residual() if kind == "add" else prepared.fuse_activation(kind):
+            accepted.add(kind)
+    assert alg.fused_ops(p, layout) == accepted
