@@ -290,6 +290,48 @@ def test_a_residual_add_runs_inside_the_conv_that_feeds_it(shared):
     assert parts["sum1", executor.TRANSFORMS] > 0 and parts["sum2", executor.OP] > 0
 
 
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_layout_with_the_same_bytes_is_a_view_not_a_transform(shared):
+    """res_suite has 16 channels: NCHW16c is NHWC's memory and NCHW1c NCHW's.  conv1
+    (nchwc, ic_bn = 1) reads the NCHW input as it is and writes NCHW16c, which conv2
+    (direct NHWC) reads as it is; conv4 reads relu3 likewise.  The plan lists only the
+    output's transform, the pass copies nothing else, and every tensor matches the
+    reference."""
+    graph = load_suite(DATA / "res_suite.yaml").graph
+    x, weights = executor.network_inputs(graph, seed=0)
+    reference = run_reference(graph, None, {k: w.astype(np.float64)
+                                            for k, w in weights.items()}, x)
+    stem = Variant.of("nchwc", "nchwxc", {**BLOCKED, "ic_bn": 1, "oc_bn": 16}).id
+    blocked = Variant.of("nchwc", "nchwxc", {**BLOCKED, "oc_bn": 16}).id
+
+    def step(op, kind, layout, variant=None, in_layout=None):
+        return planfile.StepSpec(op, kind, variant, in_layout or layout, layout, (), 1e-5)
+
+    spec = planfile.PassSpec("plan", (
+        step("conv1", "conv", "nchw16c", stem, "nchw1c"),
+        step("relu1", "relu", "nchw16c"),
+        step("conv2", "conv", "nhwc", "direct/nhwc"),
+        step("relu2", "relu", "nhwc"),
+        step("conv3", "conv", "nchw16c", blocked, "nchw16c"),
+        step("sum1", "add", "nchw16c"),
+        step("relu3", "relu", "nchw16c"),
+        step("conv4", "conv", "nhwc", "direct/nhwc"),
+        step("sum2", "add", "nhwc"),
+        step("relu4", "relu6", "nhwc"),
+    ), planfile.TransformSpec("relu4", "output", "nhwc", "nchw", 1e-6), 1e-4)
+    run = executor.NetworkPass(graph, spec, weights, shared=shared)
+    copies = [fn for fn, _args in run.calls if isinstance(fn, transforms.Transform)]
+    assert len(copies) == 1   # the output's
+    assert np.shares_memory(run.buffers["relu1", "nhwc"], run.buffers["relu1", "nchw16c"])
+    assert run.buffers["input", "nchw1c"].shape == (1, 16, 8, 8, 1)
+    assert np.shares_memory(run.buffers["input", "nchw1c"], run.input)
+    run.input[...] = x
+    run()
+    verdict = executor.check(graph, reference, executor.pass_tensors(run),
+                             executor.op_growth(graph, spec))
+    assert verdict.passed, verdict.reason
+
+
 def test_a_residual_add_stays_glue_where_the_shortcut_is_read_later_or_the_input():
     graph = load_suite(DATA / "res_suite.yaml").graph
     steps = _bottleneck_pass().steps

@@ -385,3 +385,17 @@ def test_a_glue_ops_cold_weights_twin_reads_the_real_input_and_leaves_the_rest_c
         np.testing.assert_allclose(first, before[0] + before[1], rtol=1e-6)
     else:          # the real first input read, the real output untouched
         assert np.array_equal(first, before[0]) and np.array_equal(out, before[2])
+
+
+def test_same_memory_is_the_same_block():
+    """NCHW[C]c is NHWC and NCHW[1]c NCHW byte for byte; a block that pads (x > C) or cuts
+    (x < C) is not."""
+    assert transforms.same_memory(64, "nchw64c", "nhwc")
+    assert transforms.same_memory(16, "nchw1c", "nchw")
+    assert transforms.same_memory(3, "nchw3c", "nhwc")
+    assert not transforms.same_memory(3, "nchw64c", "nhwc")
+    assert not transforms.same_memory(64, "nchw16c", "nhwc")
+    assert transforms.same_memory(1, "nchw", "nhwc")   # one channel: every layout alike
+    x = np.arange(2 * 64 * 3 * 5, dtype=np.float32).reshape(2, 64, 3, 5)
+    np.testing.assert_array_equal(layouts.to_layout(x, "nchw64c").reshape(-1),
+                                  layouts.to_layout(x, "nhwc").reshape(-1))

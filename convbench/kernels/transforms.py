@@ -46,6 +46,15 @@ def block_of(layout: str, channels: int) -> int:
     return x
 
 
+def same_memory(channels: int, a: str, b: str) -> bool:
+    """Whether a tensor of ``channels`` channels lies byte for byte alike in layouts ``a``
+    and ``b`` (the same block x: NCHW[C]c is NHWC, NCHW[1]c is NCHW), so that moving it
+    from one to the other is a view, not a copy.  NeoCPU's blocked conv with oc_bn = OC
+    writes NHWC that way: VGG-16's conv1_1 (IC = 3, OC = 64) as NCHW[x]c with ic_bn = 3
+    and oc_bn = 64 reads and writes NHWC."""
+    return block_of(a, channels) == block_of(b, channels)
+
+
 def stored_shape(shape_nchw: tuple[int, int, int, int], layout: str) -> tuple[int, ...]:
     """The array shape of a tensor of logical NCHW shape held in ``layout``."""
     n, c, h, w = shape_nchw

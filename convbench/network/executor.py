@@ -15,7 +15,10 @@ the pass runs that list: one whole network on the input held in
 Every transform the plan lists is executed, one per (tensor, consumer) edge as the
 dynamic program charged it, so the measured pass is the predicted one; two consumers
 needing the same tensor in the same layout share the destination buffer but each pays the
-copy (deduplicating them would be a faster executor than the plan models).
+copy (deduplicating them would be a faster executor than the plan models).  A tensor read
+in a layout that holds the same bytes as one it is held in (NCHW[C]c and NHWC, NCHW[1]c
+and NCHW: :func:`convbench.kernels.transforms.same_memory`) is a view of that buffer, as
+the plan charges nothing for it.
 
 :func:`check` holds every tensor of a pass against the float64 reference
 (:func:`convbench.network.reference.run_reference`) under the bound described there.
@@ -131,7 +134,7 @@ class NetworkPass:
         if tail is not None:
             self._transform(tail)
             self._label(OUTPUT, TRANSFORMS)
-        if (net.output, "nchw") not in self.buffers:
+        if not self._viewable(net.output, "nchw"):
             raise PlanFileError(f"{self.spec.label}: the output {net.output!r} is left in "
                                 f"{self.produced[net.output]}, not delivered in nchw")
 
@@ -189,12 +192,25 @@ class NetworkPass:
         return self.buffers[key]
 
     def _held(self, tensor: str, layout: str, reader: str) -> np.ndarray:
-        if (tensor, layout) not in self.buffers:   # (the first build finds these)
+        if not self._viewable(tensor, layout):   # (the first build finds these)
             have = self.produced.get(tensor, "nothing")
             raise PlanFileError(f"{self.spec.label}: {reader} reads {tensor!r} in {layout}, "
                                 f"but the plan leaves it in {have} with no transform")
         self._used((tensor, layout))
         return self.buffers[tensor, layout]
+
+    def _viewable(self, tensor: str, layout: str) -> bool:
+        """Whether ``tensor`` is held in ``layout``: in a buffer of its own, or as a view of
+        a layout with the same bytes (:func:`convbench.kernels.transforms.same_memory`),
+        which the plan charges no transform for and the pass copies nothing for."""
+        if (tensor, layout) in self.buffers:
+            return True
+        channels = self.network.shape(tensor)[1]
+        same = [key for key in self.buffers
+                if key[0] == tensor and transforms.same_memory(channels, key[1], layout)]
+        if same:
+            self._alias((tensor, layout), same[0])
+        return bool(same)
 
     def _used(self, key: tuple[str, str]) -> None:
         """``key``'s storage is read or written at the current op: its life reaches it."""
@@ -203,9 +219,11 @@ class NetworkPass:
         life[1] = max(life[1], self._step)
 
     def _alias(self, key: tuple[str, str], of: tuple[str, str]) -> np.ndarray:
-        """``key`` written over ``of`` in place (an in-place or fused op's result)."""
+        """``key`` held in ``of``'s memory: an in-place or fused op's result written over
+        it, or the same tensor's bytes seen in another layout's shape."""
         self.aliases[key] = self.aliases.get(of, of)
-        self.buffers[key] = self.buffers[of]
+        shape = transforms.stored_shape(self.network.shape(key[0]), key[1])
+        self.buffers[key] = _as_shape(self.buffers[of], shape)
         self._used(key)
         return self.buffers[key]
 
@@ -313,7 +331,8 @@ def plan_storage(network: Network, buffers: Mapping[tuple[str, str], np.ndarray]
     buffers of its own shape: its padding channels must read zero, which every writer keeps
     but none writes into memory that held another shape.  Two lives that meet at an op do
     not share (the op may read one while writing the other)."""
-    pinned = {(INPUT, "nchw"), (network.output, "nchw")}
+    # (a view of the input or the output is pinned with it)
+    pinned = {aliases.get(k, k) for k in ((INPUT, "nchw"), (network.output, "nchw"))}
     out: dict[tuple[str, str], np.ndarray] = {}
     free: list[tuple[np.ndarray, tuple[int, ...] | None, int]] = []  # block, shape, free at
     roots = sorted((k for k in live if k not in aliases), key=lambda k: live[k][0])
@@ -336,8 +355,14 @@ def plan_storage(network: Network, buffers: Mapping[tuple[str, str], np.ndarray]
         out[key] = block[:a.nbytes].view(a.dtype).reshape(a.shape)
         free.append((block, shape, last))
     for key, root in aliases.items():
-        out[key] = out[root]
+        out[key] = _as_shape(out[root], buffers[key].shape)
     return out
+
+
+def _as_shape(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``a`` itself where it has ``shape`` (an in-place result), else a view of its bytes in
+    that shape (another layout of the same memory)."""
+    return a if a.shape == tuple(shape) else a.reshape(shape)
 
 
 # -- verification -------------------------------------------------------------------------

@@ -188,6 +188,14 @@ class TransformTable:
         """Every layout some transform was timed from or to."""
         return {layout for _, src, dst in self.seconds_by_key for layout in (src, dst)}
 
+    def _timed_twin(self, shape: Shape, layout: str) -> str:
+        from convbench.kernels.transforms import same_memory
+
+        timed = self.layouts_at(shape)
+        if layout in timed:
+            return layout
+        return next((t for t in sorted(timed) if same_memory(shape[1], layout, t)), layout)
+
     def layouts_at(self, shape: Shape | None) -> set[str]:
         """The layouts some transform was timed from or to on ``shape``; on a shape with
         none (not measured: its transforms are scaled from another shape), every layout."""
@@ -196,6 +204,9 @@ class TransformTable:
         return here or self.layouts
 
     def __call__(self, shape: Shape, src: str, dst: str) -> float:
+        # a layout holding the same bytes as one timed on this shape costs what that one
+        # does (NCHW64c of a 64-channel tensor is NHWC)
+        src, dst = self._timed_twin(shape, src), self._timed_twin(shape, dst)
         key = (tuple(shape), src, dst)
         if key in self.seconds_by_key:
             return self.seconds_by_key[key]  # type: ignore[index]
@@ -219,7 +230,15 @@ def with_timed_layouts(costs: Mapping[str, list[Candidate]], transforms: Transfo
     input and output shapes (``shapes``: layer -> (input, output); a layer not in it, or
     none given, is judged by every timed layout), and the rest: ``convbench transforms
     --within`` times only the layouts of the faster variants, and on each shape only those
-    read or written there.  The rest come with the layouts they lack timings of."""
+    read or written there.  The rest come with the layouts they lack timings of.  A layout
+    holding the same bytes as a timed one on that shape (NCHW[C]c and NHWC) is as good as
+    timed: the plan moves the tensor between them for free."""
+    from convbench.kernels.transforms import same_memory
+
+    def timed_at(layout: str, timed: set[str], shape: Shape | None) -> bool:
+        return layout in timed or (shape is not None and any(
+            same_memory(shape[1], layout, other) for other in timed))
+
     kept: dict[str, list[Candidate]] = {}
     left: list[tuple[Candidate, tuple[str, ...]]] = []
     for layer, cands in costs.items():
@@ -228,8 +247,9 @@ def with_timed_layouts(costs: Mapping[str, list[Candidate]], transforms: Transfo
         writable = transforms.layouts_at(dst_shape)
         for c in cands:
             untimed = tuple(dict.fromkeys(
-                layout for layout, timed in ((c.in_layout, readable), (c.out_layout, writable))
-                if layout not in timed))
+                layout for layout, timed, shape in ((c.in_layout, readable, src_shape),
+                                                    (c.out_layout, writable, dst_shape))
+                if not timed_at(layout, timed, shape)))
             if untimed:
                 left.append((c, untimed))
             else:

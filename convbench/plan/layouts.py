@@ -7,7 +7,9 @@ another layout than the one its producer wrote, that edge pays a transform.  Glu
 (relu, pools) run in whatever layout their input arrives in and keep it; an ``add`` needs
 its inputs in one layout, so it takes one input's layout and the others are transformed to
 it (the paper's rule).  The network input arrives in NCHW and the output is delivered in
-NCHW.  The plan minimises the sum of conv times, glue times and transform times.  A glue op
+NCHW.  A tensor whose two layouts hold the same bytes (NCHW[C]c and NHWC, NCHW[1]c and
+NCHW: :func:`convbench.kernels.transforms.same_memory`) moves between them for free.  The
+plan minimises the sum of conv times, glue times and transform times.  A glue op
 the network pass runs in the stores of the conv before it costs nothing: a relu or relu6
 right after a conv (or after an add run that way), an add right after one of its convs
 (the fusion sites, ``sites``: :func:`convbench.network.executor.fusion_sites`), where the
@@ -46,6 +48,7 @@ from typing import Protocol
 
 from convbench.errors import ConvbenchError
 from convbench.kernels.layouts import block_size
+from convbench.kernels.transforms import same_memory
 
 Shape = tuple[int, int, int, int]
 TransformSeconds = Callable[[Shape, str, str], float]
@@ -186,9 +189,9 @@ class _Problem:
     sites: Mapping[str, str] = field(default_factory=dict)   # glue op -> kind it fuses as
 
     def edge(self, tensor: str, consumer: str, src: str, dst: str) -> tuple[EdgeTransform, ...]:
-        if src == dst:
-            return ()
         shape = self.graph.shape(tensor)
+        if src == dst or same_memory(shape[1], src, dst):   # (a view: nothing to pay)
+            return ()
         return (EdgeTransform(tensor, consumer, shape, src, dst,
                               float(self.transform_seconds(shape, src, dst))),)
 
