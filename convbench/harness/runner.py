@@ -234,6 +234,8 @@ class Runner:
                 end = worker.run(lambda m: self.on_message(m, by_id))
             finally:
                 if out_dir is not None:
+                    _keep_dumps(out_dir, f"{where.replace('/', '-')}-process{process}"
+                                f"-start{restarts}")
                     shutil.rmtree(out_dir, ignore_errors=True)
             todo = [c for c in todo if c.case_id not in end.finished]
             if end.lingered:   # killed after it closed its channel (supervise.EXIT_GRACE_S)
@@ -410,3 +412,13 @@ def _resumable_plan(path: Path, store: ResultsStore) -> tuple[Plan, RunOptions]:
         raise ConvbenchError(f"{path}: the plan has changed since the run started (e.g. "
                              f"{unknown[0]}); start a new run")
     return plan, options
+
+
+def _keep_dumps(out_dir: str, name: str) -> None:
+    """Copy a simulated worker's callgrind dumps to ``$CONVBENCH_SIM_KEEP/name`` where that
+    is set (:data:`convbench.harness.counters.sim.KEEP_ENV`)."""
+    from convbench.harness.counters import sim
+
+    keep = os.environ.get(sim.KEEP_ENV)
+    if keep:
+        shutil.copytree(out_dir, Path(keep) / name, dirs_exist_ok=True)

@@ -46,6 +46,9 @@ from convbench import host
 from convbench.harness.counters.metrics import Metrics
 
 ENV_DIR = "CONVBENCH_SIM_DIR"
+# A directory the runner copies each simulated worker's callgrind dumps into before it
+# deletes them (one folder per worker), for callgrind_annotate or a diff of two runs.
+KEEP_ENV = "CONVBENCH_SIM_KEEP"
 SOURCE = "simulated (callgrind cache-sim)"
 _HELPER_C = r"""
 #include <valgrind/callgrind.h>
