@@ -123,6 +123,12 @@ def _tile(rows: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: i
 
     The width stride is constant so the input reads of one FMA step sit at constant
     distances from one pointer (x86 addressing has no room for a runtime stride times 28).
+
+    Inlined into the row and plane kernels by numba, not left to LLVM: with a fused relu
+    LLVM kept it a call, one per tile, and VGG-16's conv1_1 (ic_bn = 1, oc_bn = 64, reg_n =
+    4, Zen 5 host, 1 thread) took 1.35 ms against 0.84 plain with its output evicted first;
+    inlined, 1.03-1.17 against 1.07-1.10 in one run, and ResNet-50's 49 fusing convs summed
+    1-2% less, plain and fused (alternating A/B runs).
     """
     ROWS, OC_BN, IC_BN, ACT, ADD = rows, oc_bn, ic_bn, act, add
     X_STEP = sw * ic_bn          # elements between the inputs of neighbouring outputs
@@ -143,7 +149,7 @@ def _tile(rows: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: i
         tile_store(acc, y, y0, OC_BN, valid, ROWS, OC_BN, ADD, ACT)
 
     return cached_closure(_key(rows, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act, add),
-                          fastmath=True)(tile)
+                          fastmath=True, inline="always")(tile)
 
 
 @cache
