@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 from convbench.errors import ConvbenchError
 from convbench.harness import affinity, counters, memory, precompile, sysinfo, system
-from convbench.harness.counters import cache_models, sim_cpu
+from convbench.harness.counters import cache_models, sim, sim_cpu
 from convbench.harness.options import RunOptions, check_counters_available, make_plan
 from convbench.harness.plan import Case, Plan
 from convbench.harness.protocol import (
@@ -417,8 +417,6 @@ def _resumable_plan(path: Path, store: ResultsStore) -> tuple[Plan, RunOptions]:
 def _keep_dumps(out_dir: str, name: str) -> None:
     """Copy a simulated worker's callgrind dumps to ``$CONVBENCH_SIM_KEEP/name`` where that
     is set (:data:`convbench.harness.counters.sim.KEEP_ENV`)."""
-    from convbench.harness.counters import sim
-
     keep = os.environ.get(sim.KEEP_ENV)
     if keep:
         shutil.copytree(out_dir, Path(keep) / name, dirs_exist_ok=True)

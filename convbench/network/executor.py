@@ -202,7 +202,8 @@ class NetworkPass:
     def _viewable(self, tensor: str, layout: str) -> bool:
         """Whether ``tensor`` is held in ``layout``: in a buffer of its own, or as a view of
         a layout with the same bytes (:func:`convbench.kernels.transforms.same_memory`),
-        which the plan charges no transform for and the pass copies nothing for."""
+        which the plan charges no transform for and the pass copies nothing for; such a
+        view is made (an alias) the first time it is asked for."""
         if (tensor, layout) in self.buffers:
             return True
         channels = self.network.shape(tensor)[1]

@@ -188,11 +188,13 @@ class TransformTable:
         """Every layout some transform was timed from or to."""
         return {layout for _, src, dst in self.seconds_by_key for layout in (src, dst)}
 
-    def _timed_twin(self, shape: Shape, layout: str) -> str:
+    def timed_twin(self, shape: Shape | None, layout: str) -> str:
+        """``layout``, or a layout timed on ``shape`` that holds the same bytes there
+        (NCHW64c of a 64-channel tensor is NHWC), which then stands for it."""
         from convbench.kernels.transforms import same_memory
 
         timed = self.layouts_at(shape)
-        if layout in timed:
+        if layout in timed or shape is None:
             return layout
         return next((t for t in sorted(timed) if same_memory(shape[1], layout, t)), layout)
 
@@ -206,7 +208,7 @@ class TransformTable:
     def __call__(self, shape: Shape, src: str, dst: str) -> float:
         # a layout holding the same bytes as one timed on this shape costs what that one
         # does (NCHW64c of a 64-channel tensor is NHWC)
-        src, dst = self._timed_twin(shape, src), self._timed_twin(shape, dst)
+        src, dst = self.timed_twin(shape, src), self.timed_twin(shape, dst)
         key = (tuple(shape), src, dst)
         if key in self.seconds_by_key:
             return self.seconds_by_key[key]  # type: ignore[index]
@@ -233,12 +235,6 @@ def with_timed_layouts(costs: Mapping[str, list[Candidate]], transforms: Transfo
     read or written there.  The rest come with the layouts they lack timings of.  A layout
     holding the same bytes as a timed one on that shape (NCHW[C]c and NHWC) is as good as
     timed: the plan moves the tensor between them for free."""
-    from convbench.kernels.transforms import same_memory
-
-    def timed_at(layout: str, timed: set[str], shape: Shape | None) -> bool:
-        return layout in timed or (shape is not None and any(
-            same_memory(shape[1], layout, other) for other in timed))
-
     kept: dict[str, list[Candidate]] = {}
     left: list[tuple[Candidate, tuple[str, ...]]] = []
     for layer, cands in costs.items():
@@ -249,7 +245,7 @@ def with_timed_layouts(costs: Mapping[str, list[Candidate]], transforms: Transfo
             untimed = tuple(dict.fromkeys(
                 layout for layout, timed, shape in ((c.in_layout, readable, src_shape),
                                                     (c.out_layout, writable, dst_shape))
-                if not timed_at(layout, timed, shape)))
+                if transforms.timed_twin(shape, layout) not in timed))
             if untimed:
                 left.append((c, untimed))
             else:

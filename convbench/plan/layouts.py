@@ -228,8 +228,7 @@ class _Problem:
         out = []
         for target in targets:
             # in the layout the conv (or the add it ran) wrote: no transform of its output
-            fused = (kind in epilogues and before is not None and before in live
-                     and live[before] == target)
+            fused = kind in epilogues and live.get(before) == target
             out.append(_Choice(None, target, self.glue(op, target),
                                tuple(e for t in op.inputs
                                      for e in self.edge(t, op.name, live[t], target)),
