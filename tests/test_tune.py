@@ -88,6 +88,15 @@ def test_nchwc_space_is_neocpus_factors_pruned():
         assert all(params[k].rejects(v) is None for k, v in candidate.items())
         assert nchwc._applies(problem, "nchwxc", candidate) is None   # fits the registers
         key = (candidate["ic_bn"], candidate["oc_bn"], candidate["reg_n"])
+        blocks = candidate.get("oc_blocks", 1)
+        if blocks > 1:
+            # a tile spanning the grid's blocks: whole ones of this layer, at most 4 registers
+            assert key[:2] in {(i, o) for i, o, _ in grid} and not candidate["unroll_ker"]
+            assert (128 // candidate["oc_bn"]) % blocks == 0
+            assert blocks * candidate["oc_bn"] <= nchwc.SPAN_LANES
+            assert candidate["reg_n"] * blocks * candidate["oc_bn"] // nchwc.LANES >= \
+                nchwc.MIN_CHAINS
+            continue
         if key in grid and not candidate["unroll_ker"]:
             continue   # the sweep grid's variants are always in
         assert 96 % candidate["ic_bn"] == 0 and candidate["ic_bn"] <= 64  # 96 itself > 64
@@ -98,14 +107,23 @@ def test_nchwc_space_is_neocpus_factors_pruned():
         chains = candidate["reg_n"] * candidate["oc_bn"] // nchwc.LANES
         assert chains >= nchwc.MIN_CHAINS, candidate
     assert {c["unroll_ker"] for c in found} == {False, True}
+    assert {c.get("oc_blocks", 1) for c in found} == {1, 2, 4}
     assert len({tuple(sorted(c.items())) for c in found}) == len(found)
+
+
+def test_nchwc_space_spans_blocks_where_a_block_is_narrower_than_the_tiles():
+    """MobileNet V2's 24-channel projection: NCHW16c's two blocks in one tile of 32."""
+    found = nchwc.tuning_space(parse_descriptor("mb1ic144ih56oc24oh56kh1ph0"))
+    spans = [c for c in found if c.get("oc_blocks", 1) > 1]
+    assert spans and all((c["oc_bn"], c["oc_blocks"]) == (16, 2) for c in spans)
 
 
 @pytest.mark.parametrize("suite", ["resnet50", "vgg16"])
 def test_nchwc_space_is_capped_and_holds_the_default(suite):
-    default = {p.name: p.default for p in registry.get("nchwc").params}
+    alg = registry.get("nchwc")
+    default = alg.defaults
     for layer in load_suite(suite).layers:
-        found = nchwc.tuning_space(layer.problem)
+        found = [alg.complete(c) for c in nchwc.tuning_space(layer.problem)]
         assert len(found) <= nchwc.SPACE_CAP, layer.name
         assert default in found, layer.name
         # the grid's variants that fit the layer's width and the registers are all in
@@ -113,7 +131,8 @@ def test_nchwc_space_is_capped_and_holds_the_default(suite):
         for i in nchwc.IC_BN:
             for o in nchwc.OC_BN:
                 for r in nchwc.REG_N:
-                    grid = {"ic_bn": i, "oc_bn": o, "reg_n": r, "unroll_ker": False}
+                    grid = {"ic_bn": i, "oc_bn": o, "reg_n": r, "unroll_ker": False,
+                            "oc_blocks": 1}
                     if r <= ow and nchwc._applies(layer.problem, "nchwxc", grid) is None:
                         assert grid in found, (layer.name, grid)
 

@@ -60,6 +60,10 @@ class Param:
     default: ParamValue
     doc: str = ""
     allowed: tuple[ParamValue, ...] | Ints | None = None
+    # Left out of variant ids at its default, as benchdnn leaves default knobs out of its
+    # problem descriptors: a knob added to an algorithm later keeps the ids of the variants
+    # recorded before it (results, tuning records, a compare baseline still name them).
+    quiet_default: bool = False
 
     def __post_init__(self) -> None:
         if self.default not in self.domain:
@@ -216,6 +220,19 @@ class Algorithm:
     @property
     def defaults(self) -> dict[str, ParamValue]:
         return {p.name: p.default for p in self.params}
+
+    def variant(self, layout: str, params: Mapping[str, ParamValue]) -> Variant:
+        """The variant of ``params`` in ``layout``, knobs marked ``quiet_default`` left out
+        at their default (:attr:`Param.quiet_default`)."""
+        quiet = {p.name: p.default for p in self.params if p.quiet_default}
+        named = {k: v for k, v in params.items()
+                 if not (k in quiet and type(v) is type(quiet[k]) and v == quiet[k])}
+        return Variant.of(self.name, layout, named)
+
+    def complete(self, params: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
+        """``params`` with every quiet knob it leaves out at its default: what a variant
+        id (or a record written before the knob existed) means."""
+        return {**{p.name: p.default for p in self.params if p.quiet_default}, **params}
 
     def param_grid(self, overrides: Mapping[str, tuple[ParamValue, ...]] | None = None,
                    problem: ConvProblem | None = None) -> Iterator[dict[str, ParamValue]]:

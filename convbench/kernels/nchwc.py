@@ -63,7 +63,7 @@ from convbench.kernels import epilogue, layouts
 from convbench.kernels._numba_support import cached_closure
 from convbench.kernels.base import ACTIVATIONS, Algorithm, Ints, Param, ParamValue, Prepared
 from convbench.kernels.buffers import page_aligned, page_aligned_zeros
-from convbench.kernels.register_tile import MIN_CHAINS, tile_fma, tile_store, tile_zero
+from convbench.kernels.register_tile import MIN_CHAINS, tile_fma, tile_store_blocks, tile_zero
 from convbench.spec.problem import ConvProblem
 
 # The register file the tiles are planned for: 32 zmm of 16 float32 lanes on x86, 32 NEON
@@ -104,21 +104,25 @@ REG_N_BOUND = host.ZMM.accumulators
 # 7 reg_n x 2 unroll_ker); the 200 of net_suite's 16-channel 8x8 3x3 layer took 5 minutes
 # to tune on the loaded 2-core host.
 SPACE_CAP = 100
+# The widest tile oc_blocks may make: four registers a row, as MLAS's NCHWc kernels hold
+# four filter blocks of one register each.
+SPAN_LANES = 4 * LANES
 
 
 def _key(rows: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int,
-         act: int = epilogue.NONE, add: bool = False) -> str:
+         act: int = epilogue.NONE, add: bool = False, blocks: int = 1) -> str:
     """The compile-time constants of a tile and of the row kernel around it, as a name."""
-    return (f"r{rows}_oc{oc_bn}_ic{ic_bn}_sw{sw}_k{kh_fixed}x{kw_fixed}"
-            + epilogue.key_suffix(act, add))
+    return (f"r{rows}_oc{oc_bn}" + (f"x{blocks}" if blocks > 1 else "")
+            + f"_ic{ic_bn}_sw{sw}_k{kh_fixed}x{kw_fixed}" + epilogue.key_suffix(act, add))
 
 
 @cache
 def _tile(rows: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int,
-          act: int = epilogue.NONE, add: bool = False):
-    """One rows x oc_bn output tile: sum over ic blocks, kernel taps and the ic_bn channels
-    of a block, then one write of its ``valid`` rows, added to what they hold when ``add``
-    (a fused residual add), activation ``act`` applied (:mod:`convbench.kernels.epilogue`;
+          act: int = epilogue.NONE, add: bool = False, blocks: int = 1):
+    """One rows x (blocks x oc_bn) output tile: sum over ic blocks, kernel taps and the
+    ic_bn channels of a block, then one write of its ``valid`` rows into ``blocks`` output
+    channel blocks ``y_block`` elements apart, added to what they hold when ``add`` (a
+    fused residual add), activation ``act`` applied (:mod:`convbench.kernels.epilogue`;
     kh_fixed = kw_fixed = 0: the taps are runtime loops).
 
     The width stride is constant so the input reads of one FMA step sit at constant
@@ -130,43 +134,45 @@ def _tile(rows: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: i
     inlined, 1.03-1.17 against 1.07-1.10 in one run, and ResNet-50's 49 fusing convs summed
     1-2% less, plain and fused (alternating A/B runs).
     """
-    ROWS, OC_BN, IC_BN, ACT, ADD = rows, oc_bn, ic_bn, act, add
+    ROWS, OC_BN, IC_BN, ACT, ADD, BLOCKS = rows, oc_bn, ic_bn, act, add, blocks
+    OC_T = oc_bn * blocks        # the tile's output channels: its accumulator rows' lanes
     X_STEP = sw * ic_bn          # elements between the inputs of neighbouring outputs
-    W_TAP = ic_bn * oc_bn        # elements of one kernel tap of one (oc, ic) block pair
+    W_TAP = ic_bn * OC_T         # elements of one kernel tap of one (oc, ic) block pair
 
-    def tile(xp, x0, w, w0, y, y0, valid, icb_len, kh_len, kw_len, x_icb, x_kh, x_kw
-             ):  # pragma: no cover - jitted
+    def tile(xp, x0, w, w0, y, y0, y_block, valid, icb_len, kh_len, kw_len, x_icb, x_kh,
+             x_kw):  # pragma: no cover - jitted
         if kh_fixed:
             kh_len, kw_len = kh_fixed, kw_fixed
-        acc = tile_zero(ROWS, OC_BN)
+        acc = tile_zero(ROWS, OC_T)
         for icb in range(icb_len):
             for kh in range(kh_len):
                 for kw in range(kw_len):
                     xb = x0 + icb * x_icb + kh * x_kh + kw * x_kw
                     wb = w0 + ((icb * kh_len + kh) * kw_len + kw) * W_TAP
                     for ic in range(IC_BN):
-                        tile_fma(acc, xp, xb + ic, X_STEP, w, wb + ic * OC_BN, ROWS, OC_BN)
-        tile_store(acc, y, y0, OC_BN, valid, ROWS, OC_BN, ADD, ACT)
+                        tile_fma(acc, xp, xb + ic, X_STEP, w, wb + ic * OC_T, ROWS, OC_T)
+        tile_store_blocks(acc, y, y0, OC_BN, y_block, valid, ROWS, OC_T, BLOCKS, ADD, ACT)
 
-    return cached_closure(_key(rows, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act, add),
+    return cached_closure(_key(rows, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act, add, blocks),
                           fastmath=True, inline="always")(tile)
 
 
 @cache
 def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int,
-            act: int = epilogue.NONE, add: bool = False):
+            act: int = epilogue.NONE, add: bool = False, blocks: int = 1):
     """The kernel with the tile (reg_n x oc_bn), ic_bn, the width stride and, when
     unrolled, the kernel size compiled in (kh_fixed = kw_fixed = 0: runtime loops): tiles
     along each output row, the last one computed in full past the row's edge."""
-    REG_N, OC_BN, IC_BN = reg_n, oc_bn, ic_bn
+    REG_N, OC_BN, IC_BN, BLOCKS = reg_n, oc_bn, ic_bn, blocks
     X_STEP = sw * ic_bn
-    W_TAP = ic_bn * oc_bn
-    tile = _tile(reg_n, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act, add)
+    W_TAP = ic_bn * oc_bn * blocks
+    tile = _tile(reg_n, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act, add, blocks)
 
     def conv(xp, w, y, sh, dh, dw):  # pragma: no cover - jitted
         n_mb, icb_len, hp, wp, _ = xp.shape
-        ocb_len, _, kh_len, kw_len, _, _ = w.shape
-        _, _, oh_len, ow_len, _ = y.shape
+        ocb_len, _, kh_len, kw_len, _, _ = w.shape   # tiles of BLOCKS output blocks
+        _, y_blocks, oh_len, ow_len, _ = y.shape
+        y_block = oh_len * ow_len * OC_BN
         ow_blocks = -(-ow_len // REG_N)
         x_icb, x_kh, x_kw = hp * wp * IC_BN, (dh + 1) * wp * IC_BN, (dw + 1) * IC_BN
         w_ocb = icb_len * kh_len * kw_len * W_TAP
@@ -175,13 +181,14 @@ def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed
             ocb = (job // oh_len) % ocb_len
             oh = job % oh_len
             x_row = (n * icb_len * hp + oh * sh) * wp * IC_BN
-            y_row = ((n * ocb_len + ocb) * oh_len + oh) * ow_len * OC_BN
+            y_row = ((n * y_blocks + ocb * BLOCKS) * oh_len + oh) * ow_len * OC_BN
             for owb in range(ow_blocks):
                 ow0 = owb * REG_N
                 tile(xp, x_row + ow0 * X_STEP, w, ocb * w_ocb, y, y_row + ow0 * OC_BN,
-                     min(REG_N, ow_len - ow0), icb_len, kh_len, kw_len, x_icb, x_kh, x_kw)
+                     y_block, min(REG_N, ow_len - ow0), icb_len, kh_len, kw_len, x_icb,
+                     x_kh, x_kw)
 
-    return cached_closure(_key(reg_n, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act, add),
+    return cached_closure(_key(reg_n, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act, add, blocks),
                           parallel=True, fastmath=True)(conv)
 
 
@@ -239,7 +246,7 @@ def _gather_taps(x, xs, kh_len, kw_len, sh, sw, ph, pw, dh, dw):  # pragma: no c
 
 @cache
 def _plane_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int, taps: int = 1,
-                  act: int = epilogue.NONE, add: bool = False):
+                  act: int = epilogue.NONE, add: bool = False, blocks: int = 1):
     """The kernel of a layer :func:`plane_tiled` names, whose output pixels of one channel
     block are one contiguous run, as are the input pixels it reads (a pointwise layer's
     input in place, or the planes :func:`_gather_taps` gathered): reg_n x oc_bn tiles along
@@ -253,16 +260,18 @@ def _plane_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int, taps: int = 1,
     6 x 16 along the plane 169 us, the best row tile 255, ONNX Runtime's NCHW8c 190; over its
     19 pointwise layers (``convbench run``, every variant, same rounds) the best own / the
     fastest library went to 1.04 geomean warm, 1.06 cold-weights."""
-    REG_N, OC_BN, IC_BN, TAIL, TAPS = reg_n, oc_bn, ic_bn, tail, taps
-    W_TAP = ic_bn * oc_bn
-    tile = _tile(reg_n, oc_bn, ic_bn, 1, taps, 1, act, add)
+    REG_N, OC_BN, IC_BN, TAIL, TAPS, BLOCKS = reg_n, oc_bn, ic_bn, tail, taps, blocks
+    W_TAP = ic_bn * oc_bn * blocks
+    tile = _tile(reg_n, oc_bn, ic_bn, 1, taps, 1, act, add, blocks)
     # no tail: the full tile stands in (never called), so no unused tile is compiled
-    tail_tile = _tile(tail, oc_bn, ic_bn, 1, taps, 1, act, add) if tail else tile
+    tail_tile = _tile(tail, oc_bn, ic_bn, 1, taps, 1, act, add, blocks) if tail else tile
 
     def conv(x, w, y, tiles_per_job):  # pragma: no cover - jitted
         n_mb, icb_len = x.shape[0], x.shape[1]
-        ocb_len = w.shape[0]
+        ocb_len = w.shape[0]   # tiles of BLOCKS output blocks
+        y_blocks = y.shape[1]
         plane = y.shape[2] * y.shape[3]
+        y_block = plane * OC_BN
         full = plane // REG_N
         # the tail, when there is one, is the last job's (alone when full tiles fill them)
         jobs = -(-(full + (TAIL > 0)) // tiles_per_job)
@@ -274,17 +283,18 @@ def _plane_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int, taps: int = 1,
             ocb = (job // jobs) % ocb_len
             t0 = (job % jobs) * tiles_per_job
             x_img = n * icb_len * x_icb
-            y_blk = (n * ocb_len + ocb) * plane * OC_BN
+            y_blk = (n * y_blocks + ocb * BLOCKS) * plane * OC_BN
             for t in range(t0, min(t0 + tiles_per_job, full)):
                 p0 = t * REG_N
-                tile(x, x_img + p0 * IC_BN, w, ocb * w_ocb, y, y_blk + p0 * OC_BN,
+                tile(x, x_img + p0 * IC_BN, w, ocb * w_ocb, y, y_blk + p0 * OC_BN, y_block,
                      REG_N, icb_len, TAPS, 1, x_icb, x_tap, 0)
             if TAIL > 0 and job % jobs == jobs - 1:
                 p0 = full * REG_N
                 tail_tile(x, x_img + p0 * IC_BN, w, ocb * w_ocb, y, y_blk + p0 * OC_BN,
-                          TAIL, icb_len, TAPS, 1, x_icb, x_tap, 0)
+                          y_block, TAIL, icb_len, TAPS, 1, x_icb, x_tap, 0)
 
-    key = (f"pw_r{reg_n}_oc{oc_bn}_ic{ic_bn}_t{tail}" + (f"_k{taps}" if taps > 1 else "")
+    key = (f"pw_r{reg_n}_oc{oc_bn}" + (f"x{blocks}" if blocks > 1 else "")
+           + f"_ic{ic_bn}_t{tail}" + (f"_k{taps}" if taps > 1 else "")
            + epilogue.key_suffix(act, add))
     return cached_closure(key, parallel=True, fastmath=True)(conv)
 
@@ -296,11 +306,16 @@ class BlockedNCHWc(Prepared):
     plane), every other layer :func:`_kernel` (tiles along rows)."""
 
     def __init__(self, problem: ConvProblem, w: np.ndarray, ic_bn: int, oc_bn: int,
-                 reg_n: int, unroll_ker: bool):
+                 reg_n: int, unroll_ker: bool, oc_blocks: int = 1):
         p = self.p = problem
-        self.ic_bn, self.oc_bn = ic_bn, oc_bn
+        refused = _blocks_refusal(p, oc_bn, oc_blocks)
+        if refused:
+            raise ValueError(refused)
+        self.ic_bn, self.oc_bn, self.oc_blocks = ic_bn, oc_bn, oc_blocks
         self.in_layout, self.out_layout = layouts.blocked_name(ic_bn), layouts.blocked_name(oc_bn)
-        self.w = page_aligned(layouts.oihw_to_kcrsxcyk(np.asarray(w, np.float32), ic_bn, oc_bn))
+        # packed for the tile: a block of oc_blocks x oc_bn output channels, as it reads them
+        self.w = page_aligned(layouts.oihw_to_kcrsxcyk(np.asarray(w, np.float32), ic_bn,
+                                                       oc_bn * oc_blocks))
         self.packed_weight_bytes = self.w.nbytes
         self.ic_blocks = -(-p.ic // ic_bn)
         self.plane = plane_tiled(p, reg_n)
@@ -337,9 +352,10 @@ class BlockedNCHWc(Prepared):
         p, reg_n = self.p, self.reg_n
         if self.plane:
             return _plane_kernel(reg_n, self.oc_bn, self.ic_bn, (p.oh * p.ow) % reg_n,
-                                 p.kh * p.kw, self.act, self.add)
+                                 p.kh * p.kw, self.act, self.add, self.oc_blocks)
         fixed = (p.kh, p.kw) if self.unroll_ker else (0, 0)
-        return _kernel(reg_n, self.oc_bn, self.ic_bn, p.sw, *fixed, self.act, self.add)
+        return _kernel(reg_n, self.oc_bn, self.ic_bn, p.sw, *fixed, self.act, self.add,
+                       self.oc_blocks)
 
     def fuse_activation(self, kind: str) -> bool:
         self.act = epilogue.CODES[kind]
@@ -406,7 +422,23 @@ def _applies(problem: ConvProblem, layout: str, params: Mapping[str, ParamValue]
         return "NCHW[x]c here supports groups = 1 only"
     reg_n, oc_bn = (int(params.get("reg_n", DEFAULT_REG_N)),
                     int(params.get("oc_bn", DEFAULT_OC_BN)))
-    return REGISTERS.tile_unfit(reg_n, oc_bn)
+    oc_blocks = int(params.get("oc_blocks", 1))
+    return _blocks_refusal(problem, oc_bn, oc_blocks) or REGISTERS.tile_unfit(
+        reg_n, oc_bn * oc_blocks)
+
+
+def _blocks_refusal(problem: ConvProblem, oc_bn: int, oc_blocks: int) -> str | None:
+    """Why a tile cannot span ``oc_blocks`` output blocks of ``oc_bn`` on this layer."""
+    if oc_blocks == 1:
+        return None
+    if oc_bn % LANES:
+        return (f"oc_blocks = {oc_blocks} needs oc_bn a multiple of {LANES} (whole "
+                f"vectors per block), got {oc_bn}")
+    blocks = -(-problem.oc // oc_bn)
+    if blocks % oc_blocks:
+        return (f"oc_blocks = {oc_blocks} does not divide the layer's {blocks} output "
+                f"blocks of {oc_bn}")
+    return None
 
 
 def _io_layouts(layout: str, params: Mapping[str, ParamValue]) -> tuple[str, str]:
@@ -459,6 +491,13 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
       with that many (at the layer's largest tile otherwise);
     - always in: the sweep grid's variants whose reg_n fits the output width and the
       default -- what the grid measures and what won there (7 x 32 on ResNet-50's 3x3);
+      and, at the grid's blocks, tiles spanning 2 or 4 output blocks (``oc_blocks``, at
+      most 64 lanes, dividing the layer's blocks): NCHW16c's speed of a 32- or 64-lane tile.
+      A 16-lane tile loads a weight vector per reg_n FMAs and broadcasts an input per FMA;
+      MobileNet V2's 1x1 layers (Zen 5 host, 1 thread, warm, one process with ORT's NCHWc
+      conv) ran 0.80-0.89 of ORT's time at oc_bn = 16, reg_n = 8, and 0.97-1.05 with
+      oc_blocks = 2 (block_13_project 45.3 -> 35.6 us), as fast as oc_bn = 32 while the
+      tensors around them stay NCHW16c;
     - over the cap, the rest ordered by unroll_ker off first (it made no measurable
       difference), then blocks nearest the default (ic_bn, oc_bn in octaves), then more
       accumulators, and cut at the cap.
@@ -481,8 +520,9 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
     unroll = ALGORITHMS[0].param("unroll_ker")
     unrolls = [v for v in (False, True) if unroll.rejects(v) is None]
 
-    def fits(reg_n: int, oc_bn: int) -> bool:
-        return _applies(problem, "nchwxc", {"reg_n": reg_n, "oc_bn": oc_bn}) is None
+    def fits(reg_n: int, oc_bn: int, oc_blocks: int = 1) -> bool:
+        return _applies(problem, "nchwxc", {"reg_n": reg_n, "oc_bn": oc_bn,
+                                            "oc_blocks": oc_blocks}) is None
 
     tiles = [(r, o) for o in oc_bns for r in reg_ns if fits(r, o)]
     chains = min(MIN_CHAINS, max((REGISTERS.tile_accumulators(r, o) for r, o in tiles), default=0))
@@ -492,7 +532,12 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
     grid = [{"ic_bn": i, "oc_bn": o, "reg_n": r, "unroll_ker": u}
             for i in IC_BN for o in OC_BN for r in REG_N for u in UNROLL_KER
             if r <= width and fits(r, o)]
-    kept = [default, *grid]   # the default fits: 7 x 32 is 14 accumulators
+    spans = [(r, o, k) for o in OC_BN for k in (2, 4) if k * o <= SPAN_LANES
+             for r in reg_ns if fits(r, o, k)
+             and REGISTERS.tile_accumulators(r, k * o) >= chains]
+    wide = [{"ic_bn": i, "oc_bn": o, "reg_n": r, "unroll_ker": False, "oc_blocks": k}
+            for i in IC_BN for r, o, k in spans]
+    kept = [default, *grid, *wide]   # the default fits: 7 x 32 is 14 accumulators
     rest = sorted((c for c in found if c not in kept),
                   key=lambda c: (c["unroll_ker"], _distance(c),
                                  -REGISTERS.tile_accumulators(int(c["reg_n"]), int(c["oc_bn"]))))
@@ -526,7 +571,8 @@ def layer_domains(problem: ConvProblem) -> dict[str, tuple[ParamValue, ...]]:
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,
            params: Mapping[str, ParamValue]) -> Prepared:
     return BlockedNCHWc(problem, w, int(params["ic_bn"]), int(params["oc_bn"]),
-                        int(params["reg_n"]), bool(params["unroll_ker"]))
+                        int(params["reg_n"]), bool(params["unroll_ker"]),
+                        int(params.get("oc_blocks", 1)))
 
 
 ALGORITHMS = [
@@ -549,6 +595,11 @@ ALGORITHMS = [
                   allowed=Ints(1, REG_N_BOUND)),
             Param("unroll_ker", UNROLL_KER, False, "compile the kernel's R x S in",
                   allowed=(False, True)),
+            # not NeoCPU's: its tile is one block wide.  The sweep grid keeps 1; the tuner
+            # searches more (tuning_space).  Quiet at 1: the ids recorded before it stay.
+            Param("oc_blocks", (1,), 1, "output-channel blocks of oc_bn per register tile "
+                  "(MLAS's FilterCount): the tile is reg_n x (oc_blocks * oc_bn) and writes "
+                  "that many NCHW[oc_bn]c blocks", allowed=Ints(1, 4), quiet_default=True),
         ),
         applies=_applies,
         io_layouts=_io_layouts,

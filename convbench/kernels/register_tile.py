@@ -131,6 +131,51 @@ def tile_fma(typingctx, acc, x, x_off, x_step, w, w_off, rows, width):  # pragma
     return types.none(acc, x, x_off, x_step, w, w_off, rows, width), codegen
 
 
+def _store(rows: int, width: int, blocks: int, accumulate: bool, activation: int,
+           with_block: bool):
+    """Codegen of a tile store, args (acc, y, y_off, y_step[, y_block], valid, ...), the
+    y_block argument ``with_block``: each accumulator row in ``blocks`` equal parts, part b
+    of row r to ``y_off + b * y_block + r * y_step``."""
+    part = width // blocks
+    if blocks > 1 and part % REGISTERS.lanes:
+        # the parts must be the vectors tile_fma updates, or SROA keeps the tile in memory
+        raise ValueError(f"a {width}-lane row in {blocks} parts of {part}: not whole "
+                         f"{REGISTERS.lanes}-lane vectors")
+
+    def codegen(context, builder, signature, args):
+        intp = context.get_value_type(types.intp)
+        sig = signature.args
+        y_block = None
+        if with_block:
+            acc, y_arr, y_off, y_step, y_block, valid = args[:6]
+            y_block, valid = (_intp(context, builder, y_block, sig[4]),
+                              _intp(context, builder, valid, sig[5]))
+        else:
+            acc, y_arr, y_off, y_step, valid = args[:5]
+            valid = _intp(context, builder, valid, sig[4])
+        y_off, y_step = (_intp(context, builder, y_off, sig[2]),
+                         _intp(context, builder, y_step, sig[3]))
+        y_data = context.make_array(sig[1])(context, builder, value=y_arr).data
+        for r in range(rows):
+            with cgutils.if_likely(builder, builder.icmp_signed("<", ir.Constant(intp, r), valid)):
+                row = builder.add(y_off, builder.mul(y_step, ir.Constant(intp, r)))
+                for b in range(blocks):
+                    start = row if b == 0 else builder.add(
+                        row, builder.mul(y_block, ir.Constant(intp, b)))
+                    for offset, lanes in row_vectors(part):
+                        value = builder.load(_at(builder, acc, ir.Constant(
+                            intp, r * width + b * part + offset), lanes))
+                        dst = _at(builder, y_data, builder.add(start, ir.Constant(intp, offset)),
+                                  lanes)
+                        if accumulate:
+                            value = builder.fadd(builder.load(dst, align=4), value)
+                        builder.store(epilogue.vector_ir(builder, value, activation), dst,
+                                      align=4)
+        return context.get_dummy_value()
+
+    return codegen
+
+
 @intrinsic
 def tile_store(typingctx, acc, y, y_off, y_step, valid, rows, width, add,
                act):  # pragma: no cover - typing/codegen hook
@@ -140,30 +185,25 @@ def tile_store(typingctx, acc, y, y_off, y_step, valid, rows, width, add,
     if not (_literal_ints(rows, width, act) and _f32_array(y)
             and isinstance(add, types.BooleanLiteral)):
         return None
-    n_rows, n, accumulate = rows.literal_value, width.literal_value, add.literal_value
-    activation = act.literal_value
-
-    def codegen(context, builder, signature, args):
-        acc, y_arr, y_off, y_step, valid = args[:5]
-        sig = signature.args
-        intp = context.get_value_type(types.intp)
-        y_off, y_step, valid = (_intp(context, builder, v, t) for v, t in
-                                ((y_off, sig[2]), (y_step, sig[3]), (valid, sig[4])))
-        y_data = context.make_array(sig[1])(context, builder, value=y_arr).data
-        for r in range(n_rows):
-            with cgutils.if_likely(builder, builder.icmp_signed("<", ir.Constant(intp, r), valid)):
-                row = builder.add(y_off, builder.mul(y_step, ir.Constant(intp, r)))
-                for offset, lanes in row_vectors(n):
-                    value = builder.load(_at(builder, acc, ir.Constant(intp, r * n + offset),
-                                             lanes))
-                    dst = _at(builder, y_data, builder.add(row, ir.Constant(intp, offset)), lanes)
-                    if accumulate:
-                        value = builder.fadd(builder.load(dst, align=4), value)
-                    builder.store(epilogue.vector_ir(builder, value, activation), dst,
-                                  align=4)
-        return context.get_dummy_value()
-
+    codegen = _store(rows.literal_value, width.literal_value, 1, add.literal_value,
+                     act.literal_value, with_block=False)
     return types.none(acc, y, y_off, y_step, valid, rows, width, add, act), codegen
+
+
+@intrinsic
+def tile_store_blocks(typingctx, acc, y, y_off, y_step, y_block, valid, rows, width, blocks,
+                      add, act):  # pragma: no cover - typing/codegen hook
+    """:func:`tile_store` of a tile whose rows span ``blocks`` channel blocks of an
+    NCHW[x]c output, ``y_block`` elements apart: part b (width / blocks lanes, whole
+    vectors) of row r to y[y_off + b * y_block + r * y_step ...], as MLAS's NCHWc kernels
+    keep up to four filter blocks in one tile."""
+    if not (_literal_ints(rows, width, blocks, act) and _f32_array(y)
+            and isinstance(add, types.BooleanLiteral)):
+        return None
+    codegen = _store(rows.literal_value, width.literal_value, blocks.literal_value,
+                     add.literal_value, act.literal_value, with_block=True)
+    return types.none(acc, y, y_off, y_step, y_block, valid, rows, width, blocks, add,
+                      act), codegen
 
 
 @intrinsic
@@ -201,5 +241,5 @@ def tile_fma_rows(typingctx, acc, x, ind, row0, col, q, w, w_off, rows,
 
 
 for _name, _fn in (("zero", tile_zero), ("fma", tile_fma), ("fma_rows", tile_fma_rows),
-                   ("store", tile_store)):
+                   ("store", tile_store), ("store_blocks", tile_store_blocks)):
     stable_identity(_fn, f"register_tile.{_name}")

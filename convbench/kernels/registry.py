@@ -170,5 +170,5 @@ def variants(problem: ConvProblem, names: tuple[str, ...] | None = None,
             if layouts and layout not in layouts:
                 continue
             for combo in alg.param_grid(params.get(name), problem):
-                yield Variant.of(name, layout, combo), alg.applies(problem, layout, combo)
+                yield alg.variant(layout, combo), alg.applies(problem, layout, combo)
 

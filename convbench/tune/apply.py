@@ -26,7 +26,6 @@ from typing import Any
 from convbench.errors import ConvbenchError
 from convbench.harness.plan import Case, Plan
 from convbench.kernels import registry
-from convbench.kernels.base import Variant
 from convbench.tune import records
 from convbench.tune.space import group_label
 
@@ -64,14 +63,13 @@ def tuned_case(group_case: Case, record: Mapping[str, Any]) -> Case | None:
     alg = registry.algorithms().get(record["algorithm"])
     if alg is None or alg.layout_refusal(record["layout"]):
         return None
-    params = record["params"]
+    params = alg.complete(record["params"])
     names = {p.name for p in alg.params}
     if set(params) != names or any(alg.param(k).rejects(v) for k, v in params.items()):
         return None
     if alg.applies(group_case.problem, record["layout"], params) is not None:
         return None
-    return dataclasses.replace(group_case, variant=Variant.of(alg.name, record["layout"],
-                                                              params),
+    return dataclasses.replace(group_case, variant=alg.variant(record["layout"], params),
                                skip_reason=None, baseline=alg.baseline,
                                kernel_version=registry.kernel_version(alg.name))
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 from convbench.harness.plan import Case, Filter
 from convbench.kernels import registry
-from convbench.kernels.base import Variant
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ def generated(group: Sequence[Case], algorithm: str, only: Sequence[Filter] = ()
         for params in space:
             skip = alg.applies(first.problem, layout, params)
             case = Case(first.suite, first.problem, first.layer_count,
-                        Variant.of(algorithm, layout, params), first.threads,
+                        alg.variant(layout, params), first.threads,
                         first.vector_width, skip, alg.baseline, version, first.cache)
             if not _selected(case, only, exclude):
                 continue

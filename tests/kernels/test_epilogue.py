@@ -36,6 +36,10 @@ CASES = [
     # in MR = 4 panels
     ('mb1ic3ih10oc40oh10kh3ph1n"indirect"', "indirect", "nhwc",
      {"MR": 4, "NR": 16, "MC": 8, "KC": 6}),
+    # nchwc tiles spanning two output blocks (oc_blocks): rows and plane
+    ('mb1ic32ih14oc64oh14kh3ph1n"rowsblk"', "nchwc", "nchwxc", {**NCHWC, "oc_blocks": 2}),
+    ('mb1ic32ih10oc48oh10kh1n"planeblk"', "nchwc", "nchwxc",
+     {**NCHWC, "reg_n": 6, "oc_blocks": 3}),
 ]
 
 
@@ -52,7 +56,8 @@ def _built(desc, algorithm, layout, params, scale=3.0):
 # kernel family meets both activations, its vector and its scalar stores (the tail block)
 KINDS = {"rows": ["relu6"], "plane": ["relu"], "strided": ["relu6"], "dw": ["relu"],
          "dwtail": ["relu", "relu6"], "dwblk": ["relu6"], "wino": ["relu"],
-         "winofused": ["relu6"], "indirect": ["relu6"]}
+         "winofused": ["relu6"], "indirect": ["relu6"], "rowsblk": ["relu"],
+         "planeblk": ["relu6"]}
 
 
 def _name(case) -> str:
@@ -88,8 +93,9 @@ def test_nan_survives_a_fused_relu(case):
     assert np.isnan(ex.y).any()
 
 
-@pytest.mark.parametrize("case,kind", [(CASES[0], "relu"), (CASES[1], None), (CASES[2], "relu6")],
-                         ids=["rows-relu", "plane", "strided-relu6"])
+@pytest.mark.parametrize("case,kind", [(CASES[0], "relu"), (CASES[1], None), (CASES[2], "relu6"),
+                                       (CASES[-1], "relu")],
+                         ids=["rows-relu", "plane", "strided-relu6", "planeblk-relu"])
 def test_a_fused_residual_adds_the_sums_to_the_shortcut_in_the_output(case, kind):
     ex = _built(*case)
     ex.prepared.run(ex.x, ex.y)
