@@ -7,7 +7,12 @@ see :mod:`convbench.kernels.layouts`.  Parameters, named as in the paper:
 - ``oc_bn`` (y): output channels per block, the vector lanes of every accumulator;
 - ``reg_n``: output-width positions held in accumulators at once (reg_n x oc_bn floats:
   reg_n * ceil(oc_bn / lanes) vector registers: 16 lanes a zmm, 4 a NEON q register);
-- ``unroll_ker``: the kernel's R x S loop bounds compiled in (LLVM may then unroll them).
+- ``unroll_ker``: the kernel's R x S loop bounds compiled in (LLVM may then unroll them);
+- ``oc_blocks`` (not the paper's: MLAS's FilterCount): output blocks one register tile
+  spans, reg_n x (oc_blocks x oc_bn) accumulators writing oc_blocks NCHW[oc_bn]c blocks;
+  the weights are packed with y = oc_blocks x oc_bn.  The layout keeps its block while the
+  tile grows: at oc_bn = 16 each broadcast input feeds one FMA and reg_n FMAs share a
+  weight load, which MobileNet V2's 1x1 layers paid for (see :func:`tuning_space`).
 
 For every (image, output-channel block, output row) -- the parallel loop -- and every
 reg_n-wide run of the row, the accumulators sum over input-channel blocks, kernel taps and
