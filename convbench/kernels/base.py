@@ -221,10 +221,16 @@ class Algorithm:
     def defaults(self) -> dict[str, ParamValue]:
         return {p.name: p.default for p in self.params}
 
+    @property
+    def quiet_defaults(self) -> dict[str, ParamValue]:
+        """The knobs marked ``quiet_default`` (:attr:`Param.quiet_default`), at their
+        defaults."""
+        return {p.name: p.default for p in self.params if p.quiet_default}
+
     def variant(self, layout: str, params: Mapping[str, ParamValue]) -> Variant:
-        """The variant of ``params`` in ``layout``, knobs marked ``quiet_default`` left out
-        at their default (:attr:`Param.quiet_default`)."""
-        quiet = {p.name: p.default for p in self.params if p.quiet_default}
+        """The variant of ``params`` in ``layout``, the quiet knobs left out at their
+        default."""
+        quiet = self.quiet_defaults
         named = {k: v for k, v in params.items()
                  if not (k in quiet and type(v) is type(quiet[k]) and v == quiet[k])}
         return Variant.of(self.name, layout, named)
@@ -232,7 +238,7 @@ class Algorithm:
     def complete(self, params: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
         """``params`` with every quiet knob it leaves out at its default: what a variant
         id (or a record written before the knob existed) means."""
-        return {**{p.name: p.default for p in self.params if p.quiet_default}, **params}
+        return {**self.quiet_defaults, **params}
 
     def param_grid(self, overrides: Mapping[str, tuple[ParamValue, ...]] | None = None,
                    problem: ConvProblem | None = None) -> Iterator[dict[str, ParamValue]]:
