@@ -4,7 +4,8 @@ recorded as their group's final round; then nothing is left to confirm.
 
 Records for tests/data/net_suite.yaml are written by hand as a halving leaves them (each
 layer's winner in a final round 1, the other layouts' best only in round 0), with the
-descriptors and host of real groups, so the confirming run measures real kernels."""
+descriptors and host of real groups, so the confirming run measures real kernels.  With
+them it measures their neighbours one tile, order or bool away, measured before or not."""
 
 from __future__ import annotations
 
@@ -24,21 +25,28 @@ SUITE = DATA / "net_suite.yaml"
 BLOCKED = {"ic_bn": 16, "oc_bn": 8, "reg_n": 4, "unroll_ker": False}
 
 
-def _halving_records(path) -> None:
-    plan = make_plan(load_suite(SUITE), RunOptions(cache=("warm",)))
+def _recorder(suite_path):
+    """A function writing one hand-made record of ``suite_path``'s real layer groups."""
+    suite = load_suite(suite_path)
+    plan = make_plan(suite, RunOptions(cache=("warm",)))
     descriptor = {c.layer: str(c.problem) for c in plan.cases}
     host = this_host()
 
     def record(layer, algorithm, layout, params, seconds, round_, final):
         return {"format_version": records.FORMAT_VERSION, "convbench_version": "test",
-                "host": host, "suite": "net", "layer": layer, "descriptor": descriptor[layer],
+                "host": host, "suite": suite.name, "layer": layer,
+                "descriptor": descriptor[layer],
                 "variant": Variant.of(algorithm, layout, params).id, "algorithm": algorithm,
                 "layout": layout, "params": params, "threads": 1, "vector_width": "auto",
                 "cache": "warm", "round": round_, "final": final, "min_time": 1e-4,
                 "n_values": 3, "median_s": seconds, "ci_low_s": seconds, "ci_high_s": seconds,
                 "ref_ratio": seconds / 1e-3, "status": "ok", "reason": "",
                 "kernel_version": "", "time": "2026-11-29T00:00:00Z"}
+    return record
 
+
+def _halving_records(path) -> None:
+    record = _recorder(SUITE)
     lines = []
     for layer in ("c3x3", "c1x1", "c3x3s"):
         # round 0 only: the other layouts' best, dropped by the halving
@@ -105,3 +113,69 @@ def test_confirm_needs_the_plans_records(tmp_path, cli):
     (tmp_path / "r.jsonl").write_text("")
     code, _, err = cli("tune", SUITE, "--records", tmp_path / "r.jsonl", "--confirm", bad)
     assert code == 2 and "not a plan of convbench plan" in err
+
+
+DEPTHWISE = """\
+name: dw
+description: One small depthwise layer, three tiles in two layouts (shapes made up).
+layers:
+  - {name: dw, shape: g16mb1ic16ih8oc16oh8kh3ph1, count: 1}
+sweep:
+  algorithms: [depthwise3x3]
+  layouts: [nhwc, nchw16c]
+  threads: [1]
+  params: {depthwise3x3: {tile: [1x1, 1x2, 2x2], order: [tiles]}}
+  timing: {min_time: 0.001, values: 3, warmups: 1, timeout: 120, processes: 1}
+"""
+
+
+def test_confirm_measures_the_other_tiles_of_a_plans_layout(tmp_path, cli):
+    suite = tmp_path / "dw.yaml"
+    suite.write_text(DEPTHWISE)
+    record = _recorder(suite)
+
+    def tile(t):
+        return {"order": "tiles", "tile": t}
+
+    # NHWC 2 x 2 won the halving; NCHW16c was covered by its 1 x 1 tile alone (round 0),
+    # its 2 x 2 reached round 0 only too, 1 x 2 was never measured
+    path = tmp_path / "records.jsonl"
+    lines = [record("dw", "depthwise3x3", "nhwc", tile("1x1"), 9e-6, 0, False),
+             record("dw", "depthwise3x3", "nhwc", tile("2x2"), 5e-6, 0, False),
+             record("dw", "depthwise3x3", "nchw16c", tile("1x1"), 6e-6, 0, False),
+             record("dw", "depthwise3x3", "nchw16c", tile("2x2"), 7e-6, 0, False),
+             record("dw", "depthwise3x3", "nhwc", tile("2x2"), 5e-6, 1, True)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    plan = tmp_path / "plan.json"   # a plan running the layer in NCHW16c, 1 x 1
+    plan.write_text(json.dumps({"threads": 1, "cache": "warm", "ops": [
+        {"op": "dw", "kind": "conv", "layer": "dw",
+         "variant": "depthwise3x3/nchw16c/order=tiles/tile=1x1"}]}))
+
+    code, out, err = cli("tune", suite, "--records", path, "--confirm", plan, "-q")
+    assert code == 0, err
+    added = records.read(path)[len(lines):]
+    # the plan's variant and its layout's other tiles; not NHWC's (another layout), not
+    # a variant with a final record
+    assert sorted(r["variant"] for r in added) == [
+        f"depthwise3x3/nchw16c/order=tiles/tile={t}" for t in ("1x1", "1x2", "2x2")]
+    assert all(r["status"] == "ok" and r["final"] and r["round"] == 1 for r in added), added
+    code, out, err = cli("tune", suite, "--records", path, "--confirm", plan, "-q")
+    assert code == 0 and "nothing to confirm" in err + out
+
+
+def test_neighbours_differ_in_one_knob_the_prior_cannot_grade():
+    def v(text):
+        return Variant.parse(text)
+
+    space = [v("depthwise3x3/nchw16c/order=tiles/tile=2x4"),
+             v("depthwise3x3/nchw32c/order=tiles/tile=2x4"),          # another layout
+             v("depthwise3x3/nhwc/order=blocks/tile=1x1"),
+             v("depthwise3x3/nhwc/order=blocks/tile=2x4"),            # two knobs away
+             v("nchwc/nchwxc/ic_bn=16/oc_bn=16/reg_n=8/unroll_ker=True"),
+             v("nchwc/nchwxc/ic_bn=16/oc_bn=32/reg_n=8/unroll_ker=False"),   # numeric
+             v("nchwc/nchwxc/ic_bn=16/oc_blocks=2/oc_bn=16/reg_n=8/unroll_ker=False")]
+    plan = ["depthwise3x3/nchw16c/order=tiles/tile=1x1", "depthwise3x3/nhwc/order=tiles/tile=1x1",
+            "nchwc/nchwxc/ic_bn=16/oc_bn=16/reg_n=8/unroll_ker=False"]
+    assert confirm.neighbours(plan, space) == {
+        "depthwise3x3/nchw16c/order=tiles/tile=2x4", "depthwise3x3/nhwc/order=blocks/tile=1x1",
+        "nchwc/nchwxc/ic_bn=16/oc_bn=16/reg_n=8/unroll_ker=True"}

@@ -48,8 +48,8 @@ from convbench.commands.run import _thread_list, _word_list
               type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="A plan.json of convbench plan: measure at the suite's timing the conv "
                    "variants it and its alternatives run whose cost came from a short "
-                   "round, into --records (then plan again).  Its threads and cache mode "
-                   "are used.")
+                   "round, and their neighbours one tile, order or bool away, into "
+                   "--records (then plan again).  Its threads and cache mode are used.")
 @click.option("--cold-bytes", type=click.IntRange(min=1 << 20),
               help="Bytes streamed to evict the caches in cold modes (as for run).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")

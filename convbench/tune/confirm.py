@@ -12,6 +12,18 @@ on the short rounds.  Confirming measures exactly those variants once at the sui
 timing and records them as the group's final round, beside its winner: then every cost the
 plan compares is a final-round median (and a confirmed variant that beats the winner
 becomes the tuned variant, :func:`.records.best`).
+
+It also measures each such variant's *categorical neighbours*: the layer's candidates one
+tile shape, loop order or bool away (same algorithm, layout and numeric knobs), measured or
+not.  A halving under ``--transfer`` covers a layout the plan needs with the one candidate
+the prior ranks first there (:func:`.prior.layout_cover`), and the prior can only say
+"equal or not" of two tiles, so a layout's cost could be its worst tile's: tuning
+MobileNet V2 at 1 thread (Zen 5 host, cold-weights), the plan ran ten depthwise layers in
+NCHW16c / NCHW32c with 1 x 1 or 1 x 2 tiles, where another tile of the same layout ran
+1.3-2.0x faster (warm, one process: block_4_depthwise 38.5 us at 1 x 2, 25.0 at 2 x 7;
+block_7_depthwise 29 cold-weights at 1 x 1, 10.9 warm at 2 x 4).  With the tiles swapped
+by hand the pass ran 3.533 ms warm instead of 3.658 (ONNX Runtime 3.838) and its depthwise
+convs 1.43x ONNX Runtime's inside the pass instead of 1.04x.
 """
 
 from __future__ import annotations
@@ -22,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from convbench.errors import ConvbenchError
+from convbench.kernels.base import Variant
 from convbench.tune import records
+from convbench.tune.prior import graded
 from convbench.tune.records import GroupKey
 
 
@@ -55,3 +69,38 @@ def final_round(known: Iterable[Mapping[str, Any]], key: GroupKey) -> int | None
     """The index of the group's final round, None while it has none."""
     finals = [r["round"] for r in records.of_group(known, key) if r["final"]]
     return max(finals) if finals else None
+
+
+def neighbours(variants: Iterable[str], space: Iterable[Variant]) -> set[str]:
+    """The ids of ``space``'s candidates one categorical knob (a value :func:`.prior.graded`
+    does not grade: a tile, an order, a bool) away from one of ``variants`` (ids): the same
+    algorithm, layout and every other knob."""
+    wanted = [Variant.parse(v) for v in variants]
+    found = set()
+    for candidate in space:
+        params = candidate.param_dict
+        for v in wanted:
+            if (v.algorithm, v.layout) != (candidate.algorithm, candidate.layout):
+                continue
+            theirs = v.param_dict
+            differ = [k for k in params.keys() | theirs.keys() if params.get(k) != theirs.get(k)]
+            # (a knob one side leaves out, quiet at its default, is graded if the other's is)
+            if len(differ) == 1 and not any(graded(side.get(differ[0]))
+                                            for side in (params, theirs)):
+                found.add(candidate.id)
+                break
+    return found
+
+
+def to_measure(known: Iterable[Mapping[str, Any]], key: GroupKey, variants: Iterable[str],
+               space: Iterable[Variant]) -> set[str]:
+    """What ``--confirm`` measures in a group: the plan's ``variants`` whose last record is
+    from a short round (:func:`unconfirmed`) and their :func:`neighbours` in ``space`` that
+    have no final-round record (never measured, or only in short rounds; a failed one stays
+    failed)."""
+    known = list(known)
+    variants = set(variants)
+    last = records.last_per_variant(records.of_group(known, key))
+    near = {v for v in neighbours(variants, space) - variants
+            if v not in last or (last[v]["status"] == records.OK and not last[v]["final"])}
+    return unconfirmed(known, key, variants) | near

@@ -137,14 +137,14 @@ def param_distance(a: Config, b: Config) -> float:
     total = 0.0
     for name in left.keys() | right.keys():
         x, y = left.get(name), right.get(name)
-        if _numeric(x) and _numeric(y):
+        if graded(x) and graded(y):
             total += abs(math.log2(float(x) / float(y)))   # type: ignore[arg-type]
         elif x != y:
             total += 1.0
     return total
 
 
-def _numeric(value: Any) -> bool:
+def graded(value: Any) -> bool:
     """A knob value the prior grades by octaves; any other (a tile "2x4", a bool) is only
     equal or not."""
     return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
@@ -247,7 +247,7 @@ def rank(problem: ConvProblem, candidates: Sequence[Config],
         config = candidates[i]
         if config.family not in thin or scores[i] > math.log2(UNSURE_SLOWDOWN):
             continue
-        values = {(k, v) for k, v in config.params if not _numeric(v)}
+        values = {(k, v) for k, v in config.params if not graded(v)}
         had = seen.get(config.family)
         if had is None or not values <= had:   # the family's first, or a value it lacks
             unsure.add(i)

@@ -57,8 +57,9 @@ with no evidence of its kernel size runs the full halving and becomes evidence.
 fraction of the measuring, so that claim can be checked (``tools/tune_vs_grid.py``).
 
 ``--confirm PLAN`` runs one round per group at the suite's timing over the conv variants
-the plan and its alternatives use whose last record is from a short round, numbered as
-the group's final round (:mod:`.confirm`); groups without one are left alone.
+the plan and its alternatives use whose last record is from a short round, and their
+neighbours one tile shape, order or bool away, numbered as the group's final round
+(:mod:`.confirm`); groups without one are left alone.
 
 ``--cache auto`` (the default) tunes each thread count in the cache state a pass of the
 suite's network gives its layers (:mod:`.cache_choice`).
@@ -307,12 +308,14 @@ class Session:
 
     def to_confirm(self, group: Sequence[Case], key: GroupKey) -> space.Candidates:
         """``--confirm``: the group's candidates the plan runs whose last record is from a
-        short round (:mod:`.confirm`); none where the group has no final round yet."""
+        short round, and their categorical neighbours (:mod:`.confirm`); none where the
+        group has no final round yet."""
         if confirm.final_round(self.known, key) is None:
             return space.Candidates((), 0)
-        wanted = confirm.unconfirmed(self.known, key,
-                                     self.confirm_variants.get(group[0].layer, ()))
         found = space.candidates(group, self.options.only, self.options.exclude)
+        wanted = confirm.to_measure(self.known, key,
+                                    self.confirm_variants.get(group[0].layer, ()),
+                                    [c.variant for c in found.cases])
         return space.Candidates(tuple(c for c in found.cases if c.variant.id in wanted), 0)
 
     def transfer_field(self, first: Case, alive: list[Case], key: GroupKey) -> list[Case]:
