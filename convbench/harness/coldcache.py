@@ -14,10 +14,11 @@ sysfs cache sizes; ``--cold-bytes`` overrides it for hosts whose sysfs is wrong.
 - ``cold``: the call starts with nothing of its own in cache: weights (in the kernel's own
   packed format), input, output and the kernel's workspace all stream in.
 - ``cold-weights``: after the pile the case's *twin* -- the same kernel built on its own copy
-  of the weights (:meth:`Evictor.before_twin`) -- runs on the call's input and a spare
-  output, so the input is warm as when the previous layer just produced it, and so are the
-  runtime's code and thread pool; the packed weights, the kernel's workspace and the output
-  start as cold as a pass leaves them.  (Before the twin, the input was read back on one thread,
+  of the weights (:meth:`Evictor.before_twin`) -- runs on the call's input into the call's
+  output, so the input is warm as when the previous layer just produced it, the output as
+  warm as the buffer a pass hands it (the one its previous layer read), and so are the
+  runtime's code and thread pool; the packed weights and the kernel's workspace start as
+  cold as a pass leaves them.  (Before the twin, the input was read back on one thread,
   and each call also paid its runtime's restart: :meth:`Evictor.before_twin`.)  For a
   suite that names a network the pile is that network's conv weights (what one pass
   streams between two runs of a layer), when smaller than the full pile: MobileNet V1's
@@ -53,7 +54,6 @@ import numba
 import numpy as np
 
 from convbench.host import caches
-from convbench.kernels.buffers import page_aligned_zeros
 from convbench.spec.suite import CACHE_MODES
 
 WARM, COLD_WEIGHTS, COLD = CACHE_MODES
@@ -130,24 +130,30 @@ class Evictor:
     def before_twin(self, twin: Callable[[np.ndarray, np.ndarray], None]
                     ) -> Callable[[np.ndarray, np.ndarray], None]:
         """cold-weights for a conv: evict, then run ``twin`` -- the same kernel built on its
-        own copy of the weights -- on the call's input and a spare output of its own.  It
-        brings back what a pass keeps warm besides the layer's weights, workspace and
-        output: the input, where the kernel's threads put it; the runtime's code and state;
+        own copy of the weights -- from the call's input into the call's output.  It brings
+        back what a pass keeps warm besides the layer's weights and workspace: the input,
+        where the kernel's threads put it; the output buffer; the runtime's code and state;
         its thread pool, awake.  Reading the input back on one thread left the rest cold,
         and each runtime paid its own restart on top of the weights: MobileNet V1's
         conv_dw_12 (18 KiB of weights, 10-20 us warm) took 75-91 us ours and 197-224 us in
         ONNX Runtime at 2 threads (Zen 4 host), so cold-weights ratios of small layers
         measured dispatch, and the 2-thread plans' cold-weights costs over-predicted their
-        pass by 30%.  The output stays cold because a pass gives every tensor its own
-        buffer, last touched a pass ago: with the twin writing the call's own output,
-        VGG-16's 2-thread all-NHWC pass ran 1.29 / 1.16 (warm / cold pass) of its
-        prediction, the large-output layers up to 1.8x theirs (Zen 3 host); with a spare,
-        1.08 / 1.04.  That premise no longer holds in full: the network pass now shares
-        storage between tensors whose lives do not overlap
-        (:func:`convbench.network.executor.plan_storage`), so a layer's output is often a
-        recently used block, and inside MobileNet V2's 2-thread pass (Zen 5 host) the convs
-        ran 0.86 of their cold-weights costs.  Which output a twin should leave is not yet
-        measured again.
+        pass by 30%.
+
+        The output: a pass shares storage between tensors whose lives do not overlap
+        (:func:`convbench.network.executor.plan_storage`), so along a chain a layer writes
+        the buffer its previous layer read, in cache as far as it fits.  The twin used to
+        write a spare output of its own, leaving the call's output cold (when every tensor
+        had a buffer of its own, last touched a pass ago: with the twin writing the call's
+        output then, VGG-16's 2-thread all-NHWC pass ran 1.29 / 1.16 of its prediction on
+        the Zen 3 host, with a spare 1.08 / 1.04).  A cold output charged wide register
+        tiles for their store misses, which the pass does not pay: MobileNet V2's
+        block_7_depthwise (14 x 14 x 384, Zen 5 host, 1 thread, one process, medians)
+        NCHW32c 2 x 4 ran 14.2 us warm, 23.9 with the output cold, 14.5 with it warm, and
+        1 x 1 23.7 / 24.8 / 23.8; tuned with the spare, the plan ran ten depthwise layers in
+        1 x 1 or 1 x 2 tiles, and with the tiles the warm ranking picks, swapped in by hand,
+        the pass ran 3.533 ms instead of 3.658 (ONNX Runtime 3.838), its depthwise convs
+        1.43x ONNX Runtime's inside the pass instead of 1.04x.
 
         At 2 threads a library's cold-weights time holds thread-pool handoffs ours does not.
         The eviction runs on numba's pool, which is our kernels' own; a library's pool wakes
@@ -166,13 +172,9 @@ class Evictor:
         there: ``convbench run --network PLAN`` times ONNX Runtime's whole graph in one
         session beside the plan, and with ``--profile`` compares them conv by conv inside
         the passes (:func:`convbench.harness.network_run.library_in_pass`)."""
-        spare: list[np.ndarray] = []
-
         def before(x: np.ndarray, y: np.ndarray) -> None:
-            if not spare or spare[0].shape != y.shape or spare[0].dtype != y.dtype:
-                spare[:] = [page_aligned_zeros(y.shape, y.dtype)]
             self.evict()
-            twin(x, spare[0])
+            twin(x, y)
         return before
 
     def seconds_per_eviction(self, rounds: int = 3) -> float:
