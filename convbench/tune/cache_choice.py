@@ -57,4 +57,4 @@ def choose(suite: Suite, threads: int) -> CacheChoice:
     return CacheChoice(threads, COLD_WEIGHTS,
                        f"as a pass of {suite.name} leaves each layer: its conv weights per "
                        f"pass ({_mib(weights)}, capped at a full eviction) streamed before "
-                       "each call, the layer's twin run on its input")
+                       "each call, the layer's twin run on its input and output")
