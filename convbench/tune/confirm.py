@@ -17,13 +17,14 @@ It also measures each such variant's *categorical neighbours*: the layer's candi
 tile shape, loop order or bool away (same algorithm, layout and numeric knobs), measured or
 not.  A halving under ``--transfer`` covers a layout the plan needs with the one candidate
 the prior ranks first there (:func:`.prior.layout_cover`), and the prior can only say
-"equal or not" of two tiles, so a layout's cost could be its worst tile's: tuning
-MobileNet V2 at 1 thread (Zen 5 host, cold-weights), the plan ran ten depthwise layers in
-NCHW16c / NCHW32c with 1 x 1 or 1 x 2 tiles, where another tile of the same layout ran
-1.3-2.0x faster (warm, one process: block_4_depthwise 38.5 us at 1 x 2, 25.0 at 2 x 7;
-block_7_depthwise 29 cold-weights at 1 x 1, 10.9 warm at 2 x 4).  With the tiles swapped
-by hand the pass ran 3.533 ms warm instead of 3.658 (ONNX Runtime 3.838) and its depthwise
-convs 1.43x ONNX Runtime's inside the pass instead of 1.04x.
+"equal or not" of two tiles, so a layout's cost could be a poor tile's.  MobileNet V2
+tuned with --transfer (Zen 5 host, cold-weights): after confirming with the neighbours,
+planning again changed 21 of the 2-thread plan's 52 convs (16 of them depthwise tiles) and
+34 at 1 thread (12), e.g.
+block_11_depthwise NCHW32c 1 x 4 -> 2 x 7, 21.8 -> 13.4 us (2 threads), 1 x 4 -> 1 x 7,
+38.3 -> 25.3 us (1 thread); the 2-thread plan's prediction fell from 2.068 to 1.927 ms, and
+its pass ran 1.920 ms warm (ONNX Runtime 2.037), for 352 final-round measurements (the
+1-thread confirm: 376, 87 s with both plans).
 """
 
 from __future__ import annotations
