@@ -61,9 +61,17 @@ def unconfirmed(known: Iterable[Mapping[str, Any]], key: GroupKey,
                 variants: Iterable[str]) -> set[str]:
     """Of ``variants``, those whose last record in the group is an ok one from a round
     before the final (a failed one stays failed; one never measured is not the plan's)."""
-    last = records.last_per_variant(records.of_group(known, key))
-    return {v for v in variants
-            if v in last and last[v]["status"] == records.OK and not last[v]["final"]}
+    return _short_in(records.last_per_variant(records.of_group(known, key)), variants)
+
+
+def _short_in(last: Mapping[str, Mapping[str, Any]], variants: Iterable[str]) -> set[str]:
+    """:func:`unconfirmed` over the group's last record per variant."""
+    return {v for v in variants if v in last and _short(last[v])}
+
+
+def _short(last: Mapping[str, Any]) -> bool:
+    """Whether a variant's last record is an ok one from a round before the final."""
+    return last["status"] == records.OK and not last["final"]
 
 
 def final_round(known: Iterable[Mapping[str, Any]], key: GroupKey) -> int | None:
@@ -99,9 +107,8 @@ def to_measure(known: Iterable[Mapping[str, Any]], key: GroupKey, variants: Iter
     from a short round (:func:`unconfirmed`) and their :func:`neighbours` in ``space`` that
     have no final-round record (never measured, or only in short rounds; a failed one stays
     failed)."""
-    known = list(known)
     variants = set(variants)
     last = records.last_per_variant(records.of_group(known, key))
     near = {v for v in neighbours(variants, space) - variants
-            if v not in last or (last[v]["status"] == records.OK and not last[v]["final"])}
-    return unconfirmed(known, key, variants) | near
+            if v not in last or _short(last[v])}
+    return _short_in(last, variants) | near
