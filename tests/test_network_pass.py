@@ -461,6 +461,9 @@ def test_run_network_writes_network_parquet(plan_dir, tmp_path, cli):
     assert (out / "plan.json").read_bytes() == (plan_dir / "plan.json").read_bytes()
     assert json.loads((out / "environment.json").read_text())["host"] == frame.host.iloc[0]
     assert "plan vs best single-layout plan" in stdout and "measured/predicted" in stdout
+    single = rows.loc[list(planfile.SINGLE_LAYOUT)]
+    best = single.median_s.idxmin()
+    assert f"at most {single.predicted_s[best] / bound.predicted_s:.2f}x on these costs" in stdout
     assert "plan vs local-best (each conv its own fastest variant)" in stdout
     assert "plan vs local-best-nchw-glue" in stdout
     assert "plan vs oneDNN (prepacked, op for op)" in stdout
@@ -618,3 +621,22 @@ def test_a_pass_written_into_a_sweep_directory_keeps_the_sweeps_environment(tmp_
     assert json.loads((tmp_path / schema.ENVIRONMENT_JSON).read_text()) == {"sweep": True}
     side = tmp_path / network_run.SWEEP_SIDE_ENVIRONMENT
     assert json.loads(side.read_text()) == {"network": True}
+
+
+def test_the_speedup_over_single_layout_plans_says_what_the_costs_allowed():
+    """Beside the measured speedup over the best single-layout plan (the fastest measured),
+    the predicted one and the ceiling: the per-layer bound's prediction against it."""
+    from convbench.harness.network_run import BOUND, speedup_lines
+
+    group = pd.DataFrame([
+        {"pass": "plan", "status": "ok", "median_s": 1.00, "predicted_s": 1.00},
+        {"pass": "all-nhwc", "status": "ok", "median_s": 1.08, "predicted_s": 1.12},
+        {"pass": "all-nchw", "status": "ok", "median_s": 2.00, "predicted_s": 2.10},
+        {"pass": BOUND, "status": "skip", "median_s": math.nan, "predicted_s": 0.98},
+    ])
+    [line] = [x for x in speedup_lines(group) if "single-layout" in x]
+    assert line.startswith("plan vs best single-layout plan (all-nhwc): 1.08x (predicted 1.12x;")
+    assert "at most 1.14x on these costs" in line
+    # without the bound's prediction (an older network.parquet) the measured ratio alone
+    [line] = [x for x in speedup_lines(group[group["pass"] != BOUND]) if "single-layout" in x]
+    assert line == "plan vs best single-layout plan (all-nhwc): 1.08x"

@@ -399,6 +399,22 @@ def library_in_pass_lines(ops: pd.DataFrame, most: int = 5, library: str = ORT
     return lines
 
 
+def _headroom(group: pd.DataFrame, best: str) -> str:
+    """What the costs allowed against the best single-layout plan ``best``: the plan's
+    predicted speedup over it, and the per-layer bound's, the most any plan could gain with
+    these kernels (every conv its fastest candidate, transforms free).  A goal above the
+    bound's ratio is out of reach of any layout plan; only faster kernels move it."""
+    predicted = group.set_index("pass").predicted_s
+    if not {best, planfile.PLAN, BOUND} <= set(predicted.index):
+        return ""
+    single = float(predicted[best])
+    plan, bound = float(predicted[planfile.PLAN]), float(predicted[BOUND])
+    if not all(math.isfinite(x) and x > 0 for x in (single, plan, bound)):
+        return ""
+    return (f" (predicted {single / plan:.2f}x; at most {single / bound:.2f}x on these "
+            "costs: the per-layer bound, each conv its fastest candidate, transforms free)")
+
+
 def speedup_lines(group: pd.DataFrame) -> list[str]:
     """The plan's speedup over the best single-layout plan, over the local plans (what the
     global step adds) and over the libraries (measured)."""
@@ -411,7 +427,8 @@ def speedup_lines(group: pd.DataFrame) -> list[str]:
     if single:
         best = min(single, key=lambda label: float(ok.loc[label, "median_s"]))
         out.append(f"plan vs best single-layout plan ({best}): "
-                   f"{float(ok.loc[best, 'median_s']) / plan_s:.2f}x")
+                   f"{float(ok.loc[best, 'median_s']) / plan_s:.2f}x"
+                   + _headroom(group, best))
     local = {"local-best": "each conv its own fastest variant",
              "local-best-nchw-glue": "the same, relu / pooling / add in NCHW"}
     for label in planfile.LOCAL:
