@@ -186,9 +186,9 @@ PASSES_ABOUT = (
     "prediction scaled by the in-run reference's median in the pass's rounds over its "
     "median while the plan's costs were measured (the machine's speed drifts between "
     "hours). The per-layer bound is computed, not "
-    "measured: it ignores every transform, so no runnable plan reaches it; its predicted "
-    "time under a single-layout plan's is the most any layout plan could gain over that "
-    "plan with these kernels (only faster kernels in some layouts raise it).")
+    "measured: it ignores every transform, so no runnable plan reaches it, and a "
+    "single-layout plan's predicted time over the bound's is the most any layout plan "
+    "could gain over that plan with these kernels (only faster kernels raise it).")
 IN_PASS_ABOUT = ("Conv by conv inside the passes (run --network --profile): ONNX "
                  "Runtime's node for the conv over the plan's conv, each timed inside its "
                  "own whole-graph pass (ours by the clock around each call, ORT's by its "
