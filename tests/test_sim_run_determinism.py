@@ -12,7 +12,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from convbench.harness import supervise
 from convbench.harness.counters import sim
+from convbench.harness.plan import build_plan
+from convbench.spec.suite import load_suite
 
 TINY = Path(__file__).parent / "data" / "tiny_suite.yaml"
 
@@ -97,7 +100,7 @@ def _dump_difference(tmp_path: Path) -> str:
     lines = []
     per_run = []
     for name in ("a", "b"):
-        dumps = sorted((tmp_path / f"keep-{name}").rglob("callgrind.out.*.*"))
+        dumps = sorted((tmp_path / f"keep-{name}").rglob(f"{sim.OUT_FILE}.*"))
         per_run.append(sum((_self_ir(d) for d in dumps), Counter()))
         for d in dumps[:1]:
             cmd = next((x for x in d.read_text().splitlines() if x.startswith("cmd:")), "")
@@ -107,3 +110,24 @@ def _dump_difference(tmp_path: Path) -> str:
     for fn, d in sorted(diff.items(), key=lambda kv: -abs(kv[1]))[:15]:
         lines.append(f"  {d:+d} Ir in {fn} (b - a)")
     return "\n".join(lines)
+
+
+def test_a_counting_worker_says_the_same_every_run(monkeypatch):
+    """What a counting worker sends before a region is text it made there, and a text of
+    another length moves the region's simulated counts (counters/sim.py): no clock reading
+    or other run-to-run difference goes into its messages.  Run unsimulated (its counts
+    then say why they are missing, the same each time); the first run may compile."""
+    monkeypatch.setenv("PYTHONHASHSEED", "0")   # as under sim.worker_prefix
+    plan = build_plan(load_suite(TINY), only=["layer=conv3x3"])
+    job = supervise.job_for(plan.runnable, plan.timing, "sim", seed=0, count_only=True,
+                            restart_if_compiled=False)
+    said = []
+    for _ in range(3):
+        lines: list[str] = []
+        end = supervise.WorkerProcess(job, plan.timing.timeout).run(
+            lambda m: lines.append(m.encode()))   # noqa: B023 - run returns before the next
+        assert end.status is None and len(end.finished) == len(job.cases) == 4, end
+        said.append(lines)
+    assert any('"type": "counts"' in line for line in said[2])
+    for i, (one, other) in enumerate(zip(said[1], said[2], strict=True)):
+        assert one == other, f"message {i} differs:\n{one}\n{other}"

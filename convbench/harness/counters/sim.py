@@ -16,10 +16,14 @@ Repeatable run to run on one host: a ``parallel=True`` numba kernel compiled ins
 worker runs other machine code than the same kernel loaded from numba's cache (370k vs 300k
 Ir per call on one kernel), so a worker that compiled measures nothing and is replaced
 (:mod:`convbench.harness.compiled`); the allocator's state before the region moves counts
-by tens of instructions and a few D1 misses, so a restarted worker gets the very same job
-and every simulated worker a callgrind directory of its own (the runner's).  Counts still
-move by ~0.1-0.3% with what differs between environments before the region (a longer cache
-path, say): identical on one host and setup, close but not identical across them.
+by tens of instructions and a few D1 misses (a JSON text one character longer made and
+freed before the region: 307359 vs 307410 Ir, 203 vs 213 D1mw per call, Zen 3), so a
+restarted worker gets the very same job, every simulated worker a callgrind directory of
+its own (the runner's), and a counting worker makes no text whose length varies run to
+run before a region: no clock reading in its messages (worker.py), no pid in its dump
+names.  Counts still move by ~0.1-0.3% with what differs between environments before the
+region (a longer cache path, say): identical on one host and setup, close but not
+identical across them.
 
 Columns per call: ``sim_ir``, ``sim_dr``, ``sim_dw``, ``sim_d1mr``, ``sim_d1mw``,
 ``sim_dlmr``, ``sim_dlmw``; ``l1d_miss_rate`` = D1 misses / (Dr + Dw); ``llc_miss_rate`` =
@@ -50,6 +54,8 @@ ENV_DIR = "CONVBENCH_SIM_DIR"
 # deletes them (one folder per worker), for callgrind_annotate or a diff of two runs.
 KEEP_ENV = "CONVBENCH_SIM_KEEP"
 SOURCE = "simulated (callgrind cache-sim)"
+# callgrind's output file in a worker's own directory; each region's dump is OUT_FILE.N
+OUT_FILE = "callgrind.out"
 _HELPER_C = r"""
 #include <valgrind/callgrind.h>
 int cb_on_valgrind(void) { return RUNNING_ON_VALGRIND; }
@@ -111,7 +117,7 @@ def worker_prefix(out_dir: str | None = None, i1: str | None = None, d1: str | N
     return ["env", "PYTHONHASHSEED=0", "OMP_WAIT_POLICY=PASSIVE", f"{ENV_DIR}={out_dir}",
             "setarch", platform.machine(), "-R",
             "valgrind", "-q", "--tool=callgrind", "--cache-sim=yes", "--instr-atstart=no",
-            *cache, f"--callgrind-out-file={out_dir}/callgrind.out.%p"]
+            *cache, f"--callgrind-out-file={out_dir}/{OUT_FILE}"]
 
 
 _primed = False
@@ -238,9 +244,10 @@ class SimSession:
             self._seen = set(self._dumps())
 
     def _dumps(self) -> list[str]:
-        # the directory is this worker's own (runner.run_process): no pid in the pattern,
-        # whose length would vary with the pid's digits and move the heap before a region
-        return glob.glob(os.path.join(self.dir, "callgrind.out.*.*"))
+        # The directory is this worker's own (runner.run_process), so no pid in the names
+        # (callgrind.out.N): the names read after one region are text made before the next,
+        # and their length varied with the pid's digits.
+        return glob.glob(os.path.join(self.dir, OUT_FILE + ".*"))
 
     @contextlib.contextmanager
     def region(self, prepare: Callable[[], None] | None = None) -> Iterator[None]:
