@@ -160,9 +160,11 @@ def tile_3x3(typingctx, xp, row_len, pix, wq, zp, row_mask, col_mask, yp, y_row,
                 for kh in range(3):
                     for kw in range(3):
                         prod = builder.fmul(wv[kh][kw], tap(r * S + kh, p * S + kw),
-                                            flags=("fast",))
-                        # "fast" allows contraction: each add and its multiply become an FMA
-                        acc = prod if acc is None else builder.fadd(acc, prod, flags=("fast",))
+                                            flags=("contract",))
+                        # contraction: each add and its multiply become an FMA (not "fast":
+                        # its nnan lets the epilogue's relu drop NaN, epilogue.FASTMATH)
+                        acc = (prod if acc is None
+                               else builder.fadd(acc, prod, flags=("contract",)))
                 sums[r, p] = acc
         for (r, p), acc in sums.items():
             wanted = builder.and_(
@@ -312,10 +314,11 @@ def nhwc_kernel(stride: int, rows: int, tile: int, order: str = DEFAULT_ORDER,
                                  nrows, npix, R, P, S, L, ACT)
 
     mode = "parallel" if parallel else "serial"
-    return cached_closure(f"{key}_{mode}", parallel=parallel, fastmath=True)(dw3x3_nhwc)
+    return cached_closure(f"{key}_{mode}", parallel=parallel,
+                          fastmath=epilogue.FASTMATH)(dw3x3_nhwc)
 
 
-@numba.njit(fastmath=True, cache=True)
+@numba.njit(fastmath=epilogue.FASTMATH, cache=True)
 def _tail_block(x, wp, y, n, blk, c0, oh0, nrows, ow0, npix, stride, ph, pw,
                 act):  # pragma: no cover - jitted
     """The last channel block when C is not a multiple of the lanes: its ``C - c0`` lanes of one

@@ -16,7 +16,11 @@ a ``Sum`` input.  ResNet-50's 16 adds and the relus after them, run as glue, too
 of an 18 ms pass at 2 threads (Zen 5 host).
 
 NaN stays NaN (a compare that is false for NaN picks the sum), as in the glue's relu: a
-kernel that wrote NaN still fails the network pass's check.
+kernel that wrote NaN still fails the network pass's check.  Only without LLVM's ``nnan``:
+with it (numba's ``fastmath=True`` is LLVM's ``fast``, which holds it) LLVM may take the
+sums for never NaN and fold the compare and select into a ``max`` that drops NaN, as it
+did in the depthwise NCHW16c kernel on the AVX2 Zen 3 host (not with AVX-512).  A kernel
+that fuses compiles with :data:`FASTMATH`, every other fast-math flag.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from llvmlite import ir
 
 NONE, RELU, RELU6 = 0, 1, 2
 CODES = {"relu": RELU, "relu6": RELU6}   # glue op kind -> code
+# numba's fastmath flags for a kernel that fuses an activation: "fast" without nnan (and
+# ninf); contract still makes each multiply and add an FMA, reassoc still vectorises sums
+FASTMATH = {"contract", "reassoc", "nsz", "arcp", "afn"}   # a set: numba takes no other
 
 
 def key_suffix(act: int, add: bool = False) -> str:
