@@ -68,6 +68,7 @@ V = 16   # channels per packed weight block: one zmm register of float32
 TILES = ("1x1", "1x2", "2x2", "1x4", "1x7", "1x8", "2x4", "2x7")
 DEFAULT_TILE = "2x4"
 ORDERS = ("tiles", "blocks")
+FLAGS = tuple(sorted(epilogue.FASTMATH))   # the tile's multiplies and adds (LLVM flags)
 BLOCKED = f"nchw{V}c"   # NCHW[x]c with x = V: one channel block per packed weight block
 # the blocked layouts the NHWC kernel reads as images of x channels (x a multiple of V):
 # each adds a compiled kernel per tile and stride
@@ -160,11 +161,10 @@ def tile_3x3(typingctx, xp, row_len, pix, wq, zp, row_mask, col_mask, yp, y_row,
                 for kh in range(3):
                     for kw in range(3):
                         prod = builder.fmul(wv[kh][kw], tap(r * S + kh, p * S + kw),
-                                            flags=("contract",))
+                                            flags=FLAGS)
                         # contraction: each add and its multiply become an FMA (not "fast":
                         # its nnan lets the epilogue's relu drop NaN, epilogue.FASTMATH)
-                        acc = (prod if acc is None
-                               else builder.fadd(acc, prod, flags=("contract",)))
+                        acc = prod if acc is None else builder.fadd(acc, prod, flags=FLAGS)
                 sums[r, p] = acc
         for (r, p), acc in sums.items():
             wanted = builder.and_(
