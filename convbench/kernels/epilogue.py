@@ -21,8 +21,9 @@ with it (numba's ``fastmath=True`` is LLVM's ``fast``, which holds it) LLVM may 
 sums for never NaN and fold the compare and select into a ``max`` that drops NaN, as it
 did in the depthwise NCHW16c kernel on the AVX2 Zen 3 host (not with AVX-512), which now
 compiles with :data:`FASTMATH`, every other fast-math flag.  The other fusing kernels still
-compile with ``fastmath=True`` and kept NaN in AVX2 code as in AVX-512 code; the NaN test
-(tests/kernels/test_epilogue.py) runs every fusing kernel on the host it runs on.
+compile with ``fastmath=True``; all kept NaN in AVX2 code (Zen 3 host), and the NaN test
+(tests/kernels/test_epilogue.py) runs every fusing kernel on the host it runs on (before
+this it ran three of them).
 """
 
 from __future__ import annotations
