@@ -493,6 +493,37 @@ def test_the_prediction_is_scaled_by_the_in_run_reference():
     assert math.isnan(unknown)
 
 
+
+def test_passes_are_profiled_in_turns(plan_dir, reference_pass, monkeypatch):
+    """profile_together: repeat r of every pass before repeat r + 1 of any (the timings'
+    same rounds), and each pass's figures as its own profile gives them: every (op, part)
+    of its calls, the median of the repeats."""
+    graph, x, weights, _ = reference_pass
+    spec = planfile.read_plan(plan_dir / "plan.json").passes["plan"]
+    passes = {"fused": executor.NetworkPass(graph, spec, weights),
+              "apart": executor.NetworkPass(graph, spec, weights, fuse=False)}
+    order = []
+    real = executor.NetworkPass.time_calls
+
+    def logged(self):
+        order.append(next(label for label, p in passes.items() if p is self))
+        return real(self)
+
+    monkeypatch.setattr(executor.NetworkPass, "time_calls", logged)
+    for p in passes.values():
+        p.input[...] = x
+    profiles = executor.profile_together(passes, 3)
+    assert order == ["fused", "apart"] * 3
+    for label, p in passes.items():
+        assert set(profiles[label]) == set(p.labels)
+        assert all(seconds > 0 for seconds in profiles[label].values())
+    assert ("relu1", executor.OP) in profiles["apart"]
+    assert ("relu1", executor.OP) not in profiles["fused"]
+    rows = np.array([[1.0, 2.0, 4.0], [3.0, 1.0, 5.0], [2.0, 9.0, 6.0]])
+    one = passes["fused"]
+    monkeypatch.setattr(one, "labels", [("a", "op"), ("a", "transforms"), ("a", "op")])
+    assert one.per_part(rows) == {("a", "op"): 2.0 + 5.0, ("a", "transforms"): 2.0}
+
 @pytest.mark.serial   # it holds two real timings against each other
 def test_the_profile_times_every_op_inside_the_pass(plan_dir, tmp_path, cli):
     """--profile: per pass of ours, every op and every op's transforms timed inside the

@@ -131,9 +131,14 @@ def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
                            ref_values=list(ref_entry.values), loops=timed[label].loops)
             out.append(row)
     if job.get("profile"):   # after the timing, which it must not disturb
-        profiles = {label: [[op, part, seconds] for (op, part), seconds in
-                            built.profile(int(job["profile"])).items()]
-                    for label, built in alive.items() if hasattr(built, "profile")}
+        repeats = int(job["profile"])
+        ours = {label: built for label, built in alive.items()
+                if isinstance(built, executor.NetworkPass)}
+        parts = executor.profile_together(ours, repeats)
+        parts.update({label: built.profile(repeats) for label, built in alive.items()
+                      if label not in ours and hasattr(built, "profile")})
+        profiles = {label: [[op, part, seconds] for (op, part), seconds in found.items()]
+                    for label, found in parts.items()}
         for row in out:
             if row["pass"] in profiles:
                 row["profile"] = profiles[row["pass"]]

@@ -151,13 +151,21 @@ class NetworkPass:
         """Seconds per (op, part) inside the pass: every call timed on its own, ``repeats``
         whole passes, the median per call, summed per (op, part).  The clock reads between
         calls cost ~0.1 us each; a pass's calls are as in :meth:`__call__`."""
+        return self.per_part(np.array([self.time_calls() for _ in range(repeats)]))
+
+    def time_calls(self) -> np.ndarray:
+        """One pass with every call timed on its own: seconds per call."""
         clock = time.perf_counter
-        seconds = np.empty((repeats, len(self.calls)))
-        for r in range(repeats):
-            for i, (fn, args) in enumerate(self.calls):
-                t0 = clock()
-                fn(*args)
-                seconds[r, i] = clock() - t0
+        seconds = np.empty(len(self.calls))
+        for i, (fn, args) in enumerate(self.calls):
+            t0 = clock()
+            fn(*args)
+            seconds[i] = clock() - t0
+        return seconds
+
+    def per_part(self, seconds: np.ndarray) -> dict[tuple[str, str], float]:
+        """(passes x calls) seconds of :meth:`time_calls` as the median per call, summed per
+        (op, part)."""
         total: dict[tuple[str, str], float] = {}
         for label, median in zip(self.labels, np.median(seconds, axis=0), strict=True):
             total[label] = total.get(label, 0.0) + float(median)
@@ -315,6 +323,23 @@ class NetworkPass:
 
 
 # -- storage ------------------------------------------------------------------------------
+
+def profile_together(passes: Mapping[str, NetworkPass], repeats: int
+                     ) -> dict[str, dict[tuple[str, str], float]]:
+    """Each pass's :meth:`NetworkPass.profile`, the passes taking turns: repeat r of every
+    pass before repeat r + 1 of any, as their timings run in the same rounds.  Profiled one
+    pass after another, the ops of one pass looked slower than the same ops of another:
+    Zen 3 host, ResNet-50's plan at 2 threads, the convs in the pass over their predicted
+    costs came to 1.07 for the plan, 0.99 for local-best and 1.06 for all-NHWC, and
+    res3b_branch2c, the same variant after the same transform in both, ran 0.677 ms in the
+    plan's profile and 0.577 in local-best's; taking turns, the next run gave 1.05 for all
+    four of our passes, and 0.693 / 0.714 ms."""
+    seconds: dict[str, list[np.ndarray]] = {label: [] for label in passes}
+    for _ in range(repeats):
+        for label, p in passes.items():
+            seconds[label].append(p.time_calls())
+    return {label: passes[label].per_part(np.array(rows)) for label, rows in seconds.items()}
+
 
 def plan_storage(network: Network, buffers: Mapping[tuple[str, str], np.ndarray],
                  live: Mapping[tuple[str, str], list[int]],
