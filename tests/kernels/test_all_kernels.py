@@ -5,6 +5,7 @@ New algorithm modules are covered automatically: the registry lists them.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
 import numpy as np
@@ -18,7 +19,8 @@ from convbench.kernels.base import Algorithm, ParamValue, Prepared, Variant
 from convbench.kernels.direct import DirectNCHW
 from convbench.kernels.reference import Reference
 from convbench.spec.problem import ConvProblem
-from tests.strategies import any_problem, general_problems
+from tests.conftest import numba_threads
+from tests.strategies import any_problem, depthwise_problems, general_problems
 
 ALGORITHMS = sorted(registry.algorithms())
 
@@ -41,22 +43,34 @@ def _check_all(problem: ConvProblem, algorithm: str) -> int:
 # of compiling (the suite's longest test); its own test_matches_reference draws 30 problems
 # with random blocks and tiles and test_registered_grid_is_small_and_passes runs the whole
 # grid on one layer, so here one checks the registry's grid for a drawn layer (2 draws took
-# 35-48 s, 4 took 48 s: the longest test of a 13-minute suite).  depthwise3x3 likewise: a
-# depthwise problem (a quarter of the draws) sweeps 6 tiles x 3 layouts and orders,
-# compiled per channel count (12 draws took 60 s), and its own tests run every tile on
-# edge shapes.
-EXAMPLES = {"nchwc": 1, "depthwise3x3": 4}
+# 35-48 s, 4 took 48 s: the longest test of a 13-minute suite).
+EXAMPLES = {"nchwc": 1, "depthwise3x3": 1}
+# depthwise3x3 applies to depthwise problems only, a quarter of any_problem's draws: of 4
+# draws none was one about a third of the time (the test checked nothing) and each one that
+# was compiled the whole grid, 33 variants (8 tiles in 3 layouts and 2 orders, and NCHW).
+# So one depthwise problem a run, its grid built on one thread: the serial kernels
+# (DepthwiseNHWC.launch), the same loops and tiles as the parallel ones without prange,
+# compile in ~0.5 s each against 1.2-1.8 s (Zen 3 host: 45 s a problem at 2 threads);
+# test_depthwise runs the parallel kernels (every NHWC tile, and every layout on random
+# problems at 2 threads).
+PROBLEMS = {"depthwise3x3": depthwise_problems()}
+THREADS = {"depthwise3x3": 1}
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_every_variant_matches_reference(algorithm):
+    own_problems = algorithm in PROBLEMS
+
     @settings(max_examples=EXAMPLES.get(algorithm, 12), deadline=None,
               suppress_health_check=[HealthCheck.too_slow])
-    @given(problem=any_problem)
+    @given(problem=PROBLEMS.get(algorithm, any_problem))
     def check(problem: ConvProblem) -> None:
-        _check_all(problem, algorithm)
+        checked = _check_all(problem, algorithm)
+        assert checked or not own_problems, f"no {algorithm} variant applies to {problem}"
 
-    check()
+    threads = THREADS.get(algorithm)
+    with numba_threads(threads) if threads else contextlib.nullcontext():
+        check()
 
 
 def test_direct_and_im2col_cover_every_feature():
