@@ -16,8 +16,9 @@ from convbench.compare import decision
 from convbench.compare.match import load_pair, match
 from tests import gate_kernels
 
-# the gate judges real timings of back-to-back runs: no other test beside them
-pytestmark = pytest.mark.serial
+# the gate judges real timings of back-to-back runs: no other test beside those (the
+# tests that count values and processes judge no timing and share the CPUs)
+JUDGES_TIMINGS = pytest.mark.serial
 
 GATE_SUITE = Path(__file__).parent / "data" / "gate_suite.yaml"
 GATED = "conv3x3|t_gated/nchw|t1|vauto"
@@ -69,6 +70,7 @@ def test_process_count_from_the_suite(tmp_path: Path, gated_env) -> None:
     assert row["processes"] == 1 and np.isnan(row["process_spread"])
 
 
+@JUDGES_TIMINGS
 def test_a_per_process_bias_is_no_false_alarm(tmp_path: Path, gated_env, cli) -> None:
     """One process of three does 30% more work in the baseline, two of three in the
     current run: pooled, the medians differ by far more than the 5% threshold (the median
@@ -127,6 +129,7 @@ AB_PROCESSES = 5
 STEADY = 0.04
 
 
+@JUDGES_TIMINGS
 def test_a_ten_percent_slower_kernel_still_fails(tmp_path: Path, gated_env, cli) -> None:
     """t_gated does ~10% more work in run b; im2col is the unchanged control.
 
