@@ -94,12 +94,35 @@ def test_a_tiny_measurement_writes_finite_medians(tmp_path, cli):
     assert code == 0, err
     assert "2/2" in err   # the progress bar: one tick per tensor shape, from the worker
     frame = pd.read_parquet(tmp_path / "out" / "transforms.parquet")
-    assert sorted(zip(frame.c, frame.from_layout, frame.to_layout, strict=True)) == [
-        (3, "nchw", "nchw16c"), (3, "nchw16c", "nchw"),
-        (17, "nchw", "nchw16c"), (17, "nchw16c", "nchw")]
+    assert sorted(zip(frame.c, frame.from_layout, frame.to_layout, frame.cache,
+                      strict=True)) == [
+        (c, a, b, cache) for c in (3, 17) for a, b in (("nchw", "nchw16c"), ("nchw16c", "nchw"))
+        for cache in ("cold-weights", "warm")]
     assert (frame.status == "ok").all() and (frame.n_values == 3).all()
     assert np.isfinite(frame.median_s).all() and (frame.median_s > 0).all()
     assert frame.host.nunique() == 1 and (frame.threads == 1).all()
+    # cold-weights: single calls after an eviction and the twin; warm: a calibrated loop
+    assert (frame[frame.cache == "cold-weights"].loops == 1).all()
+    assert (frame[frame.cache == "warm"].loops > 1).all()
+
+
+def test_the_plan_takes_the_transform_timings_of_its_cache_mode():
+    """TransformTable: cold-weights costs plan with the cold-weights transforms, warm costs
+    with the warm ones; a transforms.parquet from before the column held warm ones only."""
+    import pandas as pd
+
+    from convbench.plan.costs import TransformTable
+
+    row = dict(mb=1, c=16, h=4, w=4, from_layout="nchw", to_layout="nchw16c", threads=1,
+               status="ok")
+    frame = pd.DataFrame([{**row, "cache": "cold-weights", "median_s": 3e-6},
+                          {**row, "cache": "warm", "median_s": 1e-6}])
+    shape = (1, 16, 4, 4)
+    assert TransformTable.from_frame(frame, 1)(shape, "nchw", "nchw16c") == 3e-6
+    assert TransformTable.from_frame(frame, 1, "cold-weights")(shape, "nchw", "nchw16c") == 3e-6
+    assert TransformTable.from_frame(frame, 1, "warm")(shape, "nchw", "nchw16c") == 1e-6
+    old = frame[frame.cache == "warm"].drop(columns="cache")
+    assert TransformTable.from_frame(old, 1, "cold-weights")(shape, "nchw", "nchw16c") == 1e-6
 
 
 TINY_NETWORK_SUITE = TINY_SUITE + """\
@@ -330,8 +353,10 @@ def test_transforms_from_records_time_each_shapes_pairs_and_the_plan_reads_them(
     assert code == 0, err
     assert "layouts: nchw, nhwc, nchw8c, nchw16c; 36 transforms on 4 tensor shapes" in out
     frame = pd.read_parquet(tmp_path / "tr" / "transforms.parquet")
-    assert sorted(zip(frame.c, frame.h, frame.from_layout, frame.to_layout, strict=True)) == sorted(
-        (s[1], s[2], a, b) for s, here in by_shape.items() for a in here for b in here if a != b)
+    assert sorted(zip(frame.c, frame.h, frame.from_layout, frame.to_layout, frame.cache,
+                      strict=True)) == sorted(
+        (s[1], s[2], a, b, cache) for s, here in by_shape.items() for a in here for b in here
+        if a != b for cache in ("cold-weights", "warm"))
     assert (frame.status == "ok").all()
     glue = pd.read_parquet(tmp_path / "tr" / "glue.parquet")
     for row in glue.itertuples():

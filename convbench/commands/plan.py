@@ -49,7 +49,7 @@ def command(suite: str, records: Path | None, results_dir: Path | None,
     measured = costs.read_records(records) if records else costs.read_results(results_dir)
     table = costs.cost_table(measured, threads, cache, vector_width)
     transform_seconds = costs.TransformTable.from_frame(transform_run.load(transforms_dir),
-                                                        table.threads)
+                                                        table.threads, table.cache)
     shapes = {op.layer: (tuple(graph.shape(op.inputs[0])), tuple(graph.shape(op.name)))
               for op in graph.ops if op.kind == "conv"}
     candidates, left_out = costs.with_timed_layouts(table.costs, transform_seconds, shapes)

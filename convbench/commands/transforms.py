@@ -75,9 +75,11 @@ def command(suite: str, output: Path | None, threads: str | None, layouts: str |
     frame, glue = measured.transforms, measured.glue
     ok = frame[frame.status == "ok"]
     shapes = len(ok[list(transform_run.SHAPE_COLUMNS)].drop_duplicates())
-    click.echo(f"{len(ok)} transforms timed on {shapes} tensor shapes "
-               f"({len(frame) - len(ok)} not timed); median of medians "
-               f"{ok.median_s.median() * 1e6:.1f} us")
+    medians = ", ".join(f"{mode} {ok[ok.cache == mode].median_s.median() * 1e6:.1f} us"
+                        for mode in sorted(set(ok.cache)))
+    click.echo(f"{len(ok)} transforms timed on {shapes} tensor shapes x "
+               f"{frame.cache.nunique()} cache modes ({len(frame) - len(ok)} not timed); "
+               f"median of medians {medians or '-'}")
     glue_ok = glue[glue.status == "ok"]
     if len(glue):
         keys = len(glue_ok[list(transform_run.GLUE_KEY_COLUMNS)].drop_duplicates())

@@ -14,8 +14,8 @@ their values pooled as the runner pools a case's, and summarised by :mod:`convbe
 
 Glue ops: every distinct :class:`~convbench.network.glue.GlueKey` of the suite's network
 graph (none without one), in each of the same layouts (the plan runs a relu, pool or add
-in whatever layout its input arrives in), each timed warm and cold-weights (the plan takes
-the mode its conv costs were measured in).
+in whatever layout its input arrives in).  Transforms and glue ops are each timed warm and
+cold-weights (the plan takes the mode its conv costs were measured in).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ GLUE_FILE = "glue.parquet"
 SHAPE_COLUMNS = ("mb", "c", "h", "w")
 TIMING_COLUMNS = ("threads", "median_s", "ci_low_s", "ci_high_s", "n_values", "ref_ratio",
                   "loops", "status", "reason", "host")
-COLUMNS = (*SHAPE_COLUMNS, "from_layout", "to_layout", *TIMING_COLUMNS)
+# cache: each transform, like each glue op, is timed warm and cold-weights (transform_worker)
+COLUMNS = (*SHAPE_COLUMNS, "from_layout", "to_layout", "cache", *TIMING_COLUMNS)
 GLUE_KEY_COLUMNS = ("kind", *SHAPE_COLUMNS, "inputs", "k", "s", "p", "in_place")
 # cache: each glue op is timed warm and cold-weights (transform_worker._glue); the plan
 # takes its own mode's
@@ -249,7 +250,7 @@ def _summary(answers: Sequence[dict[str, Any]]) -> dict[str, Any]:
     first = answers[0]
     row: dict[str, Any] = dict(zip(SHAPE_COLUMNS, first["shape"], strict=True))
     row.update(from_layout=first["from_layout"], to_layout=first["to_layout"],
-               status=first["status"], reason=first["reason"])
+               cache=first["cache"], status=first["status"], reason=first["reason"])
     row.update(oneshot.pooled_timing(answers))
     return row
 

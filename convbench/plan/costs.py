@@ -175,8 +175,14 @@ class TransformTable:
     estimated: set[tuple[Shape, str, str]] = field(default_factory=set)
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, threads: int) -> TransformTable:
+    def from_frame(cls, frame: pd.DataFrame, threads: int,
+                   cache: str = "cold-weights") -> TransformTable:
+        """The timings at ``threads`` in the cache mode of the conv costs (``warm``: warm,
+        else cold-weights), as :meth:`GlueTable.from_frame` takes the glue's; a frame of
+        before transforms were timed cold (no ``cache`` column) holds warm timings only."""
         ok = frame[(frame.status == "ok") & (frame.threads == threads)]
+        if "cache" in ok.columns:
+            ok = ok[ok.cache == ("warm" if cache == "warm" else "cold-weights")]
         if ok.empty:
             raise PlanError(f"no transform timings at {threads} thread(s) (have "
                             f"{', '.join(map(str, sorted(set(frame.threads))))})")
