@@ -322,8 +322,6 @@ class NetworkPass:
             raise PlanFileError(str(exc)) from None
 
 
-# -- storage ------------------------------------------------------------------------------
-
 def profile_together(passes: Mapping[str, NetworkPass], repeats: int
                      ) -> dict[str, dict[tuple[str, str], float]]:
     """Each pass's :meth:`NetworkPass.profile`, the passes taking turns: repeat r of every
@@ -340,6 +338,8 @@ def profile_together(passes: Mapping[str, NetworkPass], repeats: int
             seconds[label].append(p.time_calls())
     return {label: passes[label].per_part(np.array(rows)) for label, rows in seconds.items()}
 
+
+# -- storage ------------------------------------------------------------------------------
 
 def plan_storage(network: Network, buffers: Mapping[tuple[str, str], np.ndarray],
                  live: Mapping[tuple[str, str], list[int]],
