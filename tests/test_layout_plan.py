@@ -597,3 +597,8 @@ def test_a_missing_transform_or_glue_timing_says_how_to_measure_it():
     assert glue(r1, "nchw") == 1e-3
     with pytest.raises(plan.PlanError, match=r"glue op r1 \(relu on 1x16x4x4\) in nhwc"):
         glue(r1, "nhwc")
+    # NCHW1c is NCHW's memory, as NCHW16c of this 16-channel tensor is NHWC's: a plan whose
+    # conv writes one runs the relu on the bytes timed in the other (NCHW16c stays untimed)
+    assert glue(r1, "nchw1c") == 1e-3
+    with pytest.raises(plan.PlanError, match=r"in nchw16c"):
+        glue(r1, "nchw16c")
