@@ -493,7 +493,6 @@ def test_the_prediction_is_scaled_by_the_in_run_reference():
     assert math.isnan(unknown)
 
 
-
 def test_passes_are_profiled_in_turns(plan_dir, reference_pass, monkeypatch):
     """profile_together: repeat r of every pass before repeat r + 1 of any (the timings'
     same rounds), and each pass's figures as its own profile gives them: every (op, part)
@@ -523,6 +522,7 @@ def test_passes_are_profiled_in_turns(plan_dir, reference_pass, monkeypatch):
     one = passes["fused"]
     monkeypatch.setattr(one, "labels", [("a", "op"), ("a", "transforms"), ("a", "op")])
     assert one.per_part(rows) == {("a", "op"): 2.0 + 5.0, ("a", "transforms"): 2.0}
+
 
 @pytest.mark.serial   # it holds two real timings against each other
 def test_the_profile_times_every_op_inside_the_pass(plan_dir, tmp_path, cli):
