@@ -66,6 +66,21 @@ def _rounds(job: dict[str, Any], ref_entry: Any, entries: list, timed: list[dict
                       loops=entry.loops)
 
 
+def _in_every_mode(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """One copy of ``answer`` per cache mode: the plan reads the mode of its conv costs."""
+    return [{**answer, "cache": mode} for mode in CACHE_MODES]
+
+
+def _queue(answer: dict[str, Any], by_mode: dict[str, Any], entries: list[Any],
+           timed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Queue each mode's timer entry for :func:`_rounds`; the answers they will fill in."""
+    rows = _in_every_mode(answer)
+    for mode, row in zip(CACHE_MODES, rows, strict=True):
+        entries.append(by_mode[mode])
+        timed.append(row)
+    return rows
+
+
 def _transforms(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]:
     """Each shape's (from, to) pairs, checked against numpy's transpose and timed as
     :func:`_glue` times a glue op, in both :data:`CACHE_MODES`: ``cold-weights`` one call
@@ -99,22 +114,19 @@ def _transforms(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str,
             t(x, y)
             if not np.array_equal(y, transforms.reference(x, shape, src, dst)):
                 answer.update(status="wrong", reason="differs from numpy's transpose")
-                answers.extend({**answer, "cache": mode} for mode in CACHE_MODES)
+                answers.extend(_in_every_mode(answer))
                 continue
             spare = t.empty_output()
 
             def twin(x_: Any, _y: Any, t: Any = t, spare: Any = spare) -> None:
                 t(x_, spare)
 
-            by_mode = {
+            answers.extend(_queue(answer, {
                 "cold-weights": timer.Entry(f"{src}->{dst}", t, 1, (x, y),
                                             before=evictor.before_twin(twin)),
                 "warm": timer.Entry(f"{src}->{dst}/warm", t,
-                                    timer.calibrate(t, timing["min_time"], (x, y)), (x, y))}
-            for mode in CACHE_MODES:
-                entries.append(by_mode[mode])
-                timed.append({**answer, "cache": mode})
-                answers.append(timed[-1])
+                                    timer.calibrate(t, timing["min_time"], (x, y)), (x, y))},
+                entries, timed))
         _rounds(job, ref_entry, entries, timed)
         oneshot.tick(job)
     return answers
@@ -179,19 +191,16 @@ def _glue(job: dict[str, Any], ref_entry: Any, rng: Any) -> list[dict[str, Any]]
             tolerance = 4 * key.inputs * np.finfo(np.float32).eps * np.abs(expected).max()
             if not np.allclose(got, expected, rtol=0, atol=tolerance):
                 answer.update(status="wrong", reason="differs from the float64 reference op")
-                answers.extend({**answer, "cache": mode} for mode in CACHE_MODES)
+                answers.extend(_in_every_mode(answer))
                 continue
             twin = glue_twin(key, ins, out, layout, channels)
             before = functools.partial(evictor.before_twin(twin), ins[0], out)
 
-            by_mode = {
+            answers.extend(_queue(answer, {
                 "cold-weights": timer.Entry(f"{key.kind}@{layout}", run, 1, before=before),
                 "warm": timer.Entry(f"{key.kind}@{layout}/warm", run,
-                                    timer.calibrate(run, job["timing"]["min_time"]))}
-            for mode in CACHE_MODES:
-                entries.append(by_mode[mode])
-                timed.append({**answer, "cache": mode})
-                answers.append(timed[-1])
+                                    timer.calibrate(run, job["timing"]["min_time"]))},
+                entries, timed))
         _rounds(job, ref_entry, entries, timed)
         oneshot.tick(job)
     return answers

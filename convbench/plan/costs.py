@@ -164,6 +164,16 @@ def cost_table(measured: Iterable[Measured], threads: int | None = None,
                      statistics.median(references) if references else math.nan)
 
 
+def _rows_in_mode(frame: pd.DataFrame, threads: int, cache: str) -> pd.DataFrame:
+    """The ok timings at ``threads`` in the mode a plan of ``cache`` conv costs takes
+    (``warm``: the warm ones; any cold mode: the cold-weights ones).  A frame from before
+    both modes were timed has no ``cache`` column: all its rows."""
+    ok = frame[(frame.status == "ok") & (frame.threads == threads)]
+    if "cache" in ok.columns:
+        ok = ok[ok.cache == ("warm" if cache == "warm" else "cold-weights")]
+    return ok
+
+
 @dataclass
 class TransformTable:
     """Transform seconds by (shape, from, to) at one thread count.  A shape not measured
@@ -180,9 +190,7 @@ class TransformTable:
         """The timings at ``threads`` in the cache mode of the conv costs (``warm``: warm,
         else cold-weights), as :meth:`GlueTable.from_frame` takes the glue's; a frame of
         before transforms were timed cold (no ``cache`` column) holds warm timings only."""
-        ok = frame[(frame.status == "ok") & (frame.threads == threads)]
-        if "cache" in ok.columns:
-            ok = ok[ok.cache == ("warm" if cache == "warm" else "cold-weights")]
+        ok = _rows_in_mode(frame, threads, cache)
         if ok.empty:
             raise PlanError(f"no transform timings at {threads} thread(s) (have "
                             f"{', '.join(map(str, sorted(set(frame.threads))))})")
@@ -301,9 +309,7 @@ class GlueTable:
         both were timed has only cold-weights timings, without the column."""
         from convbench.network.glue import GlueKey
 
-        ok = frame[(frame.status == "ok") & (frame.threads == threads)]
-        if "cache" in ok.columns:
-            ok = ok[ok.cache == ("warm" if cache == "warm" else "cold-weights")]
+        ok = _rows_in_mode(frame, threads, cache)
         if ok.empty:
             raise PlanError(f"no glue op timings at {threads} thread(s) (have "
                             f"{', '.join(map(str, sorted(set(frame.threads))))})")
