@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -127,3 +128,34 @@ def tuned(request, tmp_path_factory) -> Path:
     assert not made["spent"] and not made["interrupted"]
     assert made["group"] == [6, 8, 2]
     return folder / "records.jsonl"
+
+
+SIM_ONLY = ("--only", "layer=conv3x3,variant=direct/nhwc")
+
+
+@pytest.fixture(scope="session")
+def sim_runs(request, tmp_path_factory) -> tuple[list[dict], Path]:
+    """Two real ``convbench run tests/data/tiny_suite.yaml --counters sim`` of one case, the
+    first from an empty numba cache, shared by the session: their exit codes and stderr, and
+    the folder holding them (``a``, ``b``; callgrind's dumps kept in ``keep-a``, ``keep-b``).
+    A run under valgrind costs 15-20 s; tests/test_sim_run_determinism.py compares the two,
+    tests/test_report_counters_sim.py draws the first."""
+    def make(folder: Path) -> dict:
+        from convbench.harness.counters import sim
+
+        env = {**os.environ, "NUMBA_CACHE_DIR": str(folder / "numba-cache")}
+        runs = []
+        for name in ("a", "b"):
+            # the dumps kept (the same path length for both runs: the worker sees this too)
+            env[sim.KEEP_ENV] = str(folder / f"keep-{name}")
+            done = convbench_process("run", DATA / "tiny_suite.yaml", "-o", folder / name,
+                                     "--counters", "sim", "-q", *SIM_ONLY, env=env,
+                                     timeout=300)
+            runs.append({"returncode": done.returncode, "stderr": done.stderr})
+        return {"runs": runs}
+
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed")
+    made, folder = parallel.once(request.config, "sim", tmp_path_factory.mktemp("sim"), make)
+    return made["runs"], folder
+

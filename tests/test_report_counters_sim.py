@@ -1,13 +1,10 @@
 """The report's counter panels from a real `convbench run --counters sim` (callgrind): the
 figure is drawn and the page holds the simulated figures of results.parquet, in the units
-the report uses.  Kept cheap: one layer, one variant, one process (~1-2 min under valgrind,
-mostly numba compiling and valgrind starting the worker)."""
+the report uses.  The run is the session's first simulated run of one case (conftest's
+``sim_runs``, which tests/test_sim_run_determinism.py compares with a second)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import matplotlib.image
@@ -18,20 +15,13 @@ from convbench.report.build import build_report
 from convbench.report.units import count, percent
 from tests.report_cases import sample_run
 
-TINY = Path(__file__).parent / "data" / "tiny_suite.yaml"
-
 
 @pytest.fixture(scope="module")
-def sim_run(tmp_path_factory) -> Path:
-    if shutil.which("valgrind") is None:
-        pytest.skip("valgrind is not installed")
-    out = tmp_path_factory.mktemp("sim") / "run"
-    done = subprocess.run([sys.executable, "-m", "convbench", "run", str(TINY), "-o", str(out),
-                           "--counters", "sim", "-q",
-                           "--only", "layer=conv3x3,variant=direct/nhwc"],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    return out
+def sim_run(sim_runs) -> Path:
+    """The first of conftest's two simulated runs of one case (one process, under valgrind)."""
+    runs, folder = sim_runs
+    assert runs[0]["returncode"] == 0, runs[0]["stderr"]
+    return folder / "a"
 
 
 def test_counter_panel_and_table_hold_the_simulated_figures(sim_run, tmp_path):

@@ -2,15 +2,12 @@
 gate of `convbench compare` relies on it)."""
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from convbench.harness import supervise
 from convbench.harness.counters import sim
@@ -24,26 +21,17 @@ TINY = Path(__file__).parent / "data" / "tiny_suite.yaml"
 # D1mr), twice beside another test and once alone: the counting worker sent a clock
 # reading before the region, and a float's repr is 15 to 18 characters (the test below).
 # On a mismatch it says which functions counted differently and how the workers started.
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
-def test_two_sim_runs_count_the_same_the_first_from_an_empty_numba_cache(tmp_path):
+def test_two_sim_runs_count_the_same_the_first_from_an_empty_numba_cache(sim_runs):
     """The first run compiles every kernel (numba's cache is empty), ahead of timing in a
     compile-only worker (harness/precompile.py), and ahead of the counting pass for the CPU
     valgrind shows (counters/sim_cpu.py): no worker compiles, timing or counting, so none
     is restarted (harness/compiled.py); a run from an empty cache and a later one count
-    the same, and the later one compiles nothing."""
-    only = ["--only", "layer=conv3x3,variant=direct/nhwc"]
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache")}
-    tables = []
-    for name in ("a", "b"):
-        out = tmp_path / name
-        # the dumps kept (the same path length for both runs: the worker sees this too)
-        env[sim.KEEP_ENV] = str(tmp_path / f"keep-{name}")
-        r = subprocess.run([sys.executable, "-m", "convbench", "run", str(TINY), "-o", str(out),
-                            "--counters", "sim", "-q", *only],
-                           capture_output=True, text=True, timeout=300, env=env)
-        assert r.returncode == 0, r.stderr
-        tables.append(pd.read_parquet(out / "results.parquet"))
-    envs = [json.loads((tmp_path / n / "environment.json").read_text()) for n in "ab"]
+    the same, and the later one compiles nothing (the runs: conftest's ``sim_runs``)."""
+    runs, folder = sim_runs
+    for run in runs:
+        assert run["returncode"] == 0, run["stderr"]
+    tables = [pd.read_parquet(folder / name / "results.parquet") for name in "ab"]
+    envs = [json.loads((folder / n / "environment.json").read_text()) for n in "ab"]
     first = envs[0]
     assert first["compiled_ahead"]["cases"] == 1, first     # compiled before any timing
     assert first["compiled_ahead_for_counts"]["cases"] == 1, first   # and before counting
@@ -58,9 +46,9 @@ def test_two_sim_runs_count_the_same_the_first_from_an_empty_numba_cache(tmp_pat
     try:
         pd.testing.assert_frame_equal(a, b)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{_dump_difference(tmp_path)}") from None
-    gate = subprocess.run([sys.executable, "-m", "convbench", "compare", str(tmp_path / "a"),
-                           str(tmp_path / "b"), "--fail-on", "instructions"],
+        raise AssertionError(f"{exc}\n{_dump_difference(folder)}") from None
+    gate = subprocess.run([sys.executable, "-m", "convbench", "compare", str(folder / "a"),
+                           str(folder / "b"), "--fail-on", "instructions"],
                           capture_output=True, text=True, timeout=120)
     assert gate.returncode == 0, gate.stdout + gate.stderr
 
