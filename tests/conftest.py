@@ -140,6 +140,9 @@ def sim_runs(request, tmp_path_factory) -> tuple[list[dict], Path]:
     the folder holding them (``a``, ``b``; callgrind's dumps kept in ``keep-a``, ``keep-b``).
     A run under valgrind costs 15-20 s; tests/test_sim_run_determinism.py compares the two,
     tests/test_report_counters_sim.py draws the first."""
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed")
+
     def make(folder: Path) -> dict:
         from convbench.harness.counters import sim
 
@@ -154,8 +157,5 @@ def sim_runs(request, tmp_path_factory) -> tuple[list[dict], Path]:
             runs.append({"returncode": done.returncode, "stderr": done.stderr})
         return {"runs": runs}
 
-    if shutil.which("valgrind") is None:
-        pytest.skip("valgrind is not installed")
     made, folder = parallel.once(request.config, "sim", tmp_path_factory.mktemp("sim"), make)
     return made["runs"], folder
-

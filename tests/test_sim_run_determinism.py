@@ -78,13 +78,13 @@ def _self_ir(dump: Path) -> Counter[str]:
     return costs
 
 
-def _dump_difference(tmp_path: Path) -> str:
+def _dump_difference(folder: Path) -> str:
     """How the two runs' counting workers differed: their command lines and the functions
     whose own Ir differ most (what a session needs to find the cause of a mismatch)."""
     lines = []
     per_run = []
     for name in ("a", "b"):
-        dumps = sorted((tmp_path / f"keep-{name}").rglob(f"{sim.OUT_FILE}.*"))
+        dumps = sorted((folder / f"keep-{name}").rglob(f"{sim.OUT_FILE}.*"))
         per_run.append(sum((_self_ir(d) for d in dumps), Counter()))
         for d in dumps[:1]:
             cmd = next((x for x in d.read_text().splitlines() if x.startswith("cmd:")), "")
