@@ -70,10 +70,10 @@ def numba_threads(threads: int) -> Iterator[None]:
 
 
 def convbench_process(*args: object, env: dict | None = None, check: bool = False,
-                      timeout: float = 600) -> subprocess.CompletedProcess:
+                      timeout: float = 600, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """``python -m convbench ARGS`` as its own process, from the checkout root (so test
-    kernels under ``tests`` import), output captured as text."""
-    return subprocess.run([sys.executable, "-m", "convbench", *map(str, args)], cwd=ROOT,
+    kernels under ``tests`` import) unless told, output captured as text."""
+    return subprocess.run([sys.executable, "-m", "convbench", *map(str, args)], cwd=cwd,
                           env=env, capture_output=True, text=True, check=check,
                           timeout=timeout)
 
@@ -136,8 +136,9 @@ SIM_ONLY = ("--only", "layer=conv3x3,variant=direct/nhwc")
 @pytest.fixture(scope="session")
 def sim_runs(request, tmp_path_factory) -> tuple[list[dict], Path]:
     """Two real ``convbench run tests/data/tiny_suite.yaml --counters sim`` of one case, the
-    first from an empty numba cache, shared by the session: their exit codes and stderr, and
-    the folder holding them (``a``, ``b``; callgrind's dumps kept in ``keep-a``, ``keep-b``).
+    first from an empty numba cache, from a folder that changes between them, shared by
+    the session: their exit codes and stderr, and the folder holding them (``a``, ``b``;
+    callgrind's dumps kept in ``keep-a``, ``keep-b``).
     A run under valgrind costs 15-20 s; tests/test_sim_run_determinism.py compares the two,
     tests/test_report_counters_sim.py draws the first."""
     if shutil.which("valgrind") is None:
@@ -147,13 +148,19 @@ def sim_runs(request, tmp_path_factory) -> tuple[list[dict], Path]:
         from convbench.harness.counters import sim
 
         env = {**os.environ, "NUMBA_CACHE_DIR": str(folder / "numba-cache")}
+        # Run from a folder that gains an entry between the runs, as a user's folder gains
+        # results/: workers once had it first on sys.path, and its listing moved the
+        # counts (harness/supervise.py).
+        here = folder / "cwd"
+        here.mkdir()
         runs = []
         for name in ("a", "b"):
             # the dumps kept (the same path length for both runs: the worker sees this too)
             env[sim.KEEP_ENV] = str(folder / f"keep-{name}")
             done = convbench_process("run", DATA / "tiny_suite.yaml", "-o", folder / name,
                                      "--counters", "sim", "-q", *SIM_ONLY, env=env,
-                                     timeout=300)
+                                     timeout=300, cwd=here)
+            (here / f"made-after-run-{name}").mkdir()
             runs.append({"returncode": done.returncode, "stderr": done.stderr})
         return {"runs": runs}
 

@@ -102,14 +102,22 @@ class WorkerProcess:
         self.tmp = Path(tempfile.mkdtemp(prefix="convbench-worker-", dir=scratch))
         (self.tmp / "job.json").write_text(job.to_json())
         self.log = self.tmp / "worker.log"
+        from convbench.kernels import registry  # the runner has it loaded already
+
         read_fd, write_fd = os.pipe()
-        env = {**QUIET_SPIN_ENV, **os.environ}
+        env = {**QUIET_SPIN_ENV, **os.environ, **registry.extra_kernels_dir_env()}
         with open(self.log, "wb") as log:
+            # The worker starts in its own folder (job.json and worker.log, nothing else):
+            # `python -m` puts the current folder first on sys.path, and every import lists
+            # it, so under callgrind the caller's folder moved the simulated counts with
+            # what it held (one entry more, a results/ folder or .hypothesis/ made by an
+            # earlier command: 307401 -> 307505 Ir per call, Zen 3) and run-to-run counts
+            # of a fresh checkout did not repeat.
             self.proc = subprocess.Popen(
                 [*prefix, sys.executable, "-m", "convbench.harness.worker",
                  "--job", str(self.tmp / "job.json"), "--fd", str(write_fd)],
                 pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                env=env)
+                env=env, cwd=self.tmp)
         os.close(write_fd)
         self.read_fd = read_fd
 

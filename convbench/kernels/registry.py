@@ -31,6 +31,8 @@ from convbench.kernels.base import Algorithm, ParamValue, Variant
 from convbench.spec.problem import ConvProblem
 
 EXTRA_KERNELS_ENV = "CONVBENCH_EXTRA_KERNELS"
+# the folder a run's extra modules are imported from, passed to its workers
+EXTRA_KERNELS_DIR_ENV = "CONVBENCH_EXTRA_KERNELS_DIR"
 KERNELS_PACKAGE = "convbench.kernels"
 VERSION_DIGITS = 12
 
@@ -64,16 +66,25 @@ def algorithms() -> dict[str, Algorithm]:
     return found
 
 
+def extra_kernels_dir_env() -> dict[str, str]:
+    """What a worker process (started in a folder of its own) needs to import the extra
+    modules from the folder they were named in: that folder, when there are any."""
+    if not os.environ.get(EXTRA_KERNELS_ENV, "").strip():
+        return {}
+    return {EXTRA_KERNELS_DIR_ENV: os.environ.get(EXTRA_KERNELS_DIR_ENV) or os.getcwd()}
+
+
 def _import(name: str) -> ModuleType:
     """An algorithm module.  An extra one (``CONVBENCH_EXTRA_KERNELS``) is found from the
-    current directory too: ``python -m`` puts that on sys.path but the ``convbench`` script
-    does not, and reproducer lines use the script."""
+    current directory too (``python -m`` puts that on sys.path but the ``convbench`` script
+    does not, and reproducer lines use the script), or in a worker from its runner's."""
     import sys
 
     if name.startswith(KERNELS_PACKAGE + "."):
         return importlib.import_module(name)
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
+    where = os.environ.get(EXTRA_KERNELS_DIR_ENV) or os.getcwd()
+    if where not in sys.path:
+        sys.path.append(where)
     try:
         return importlib.import_module(name)
     except ImportError as exc:

@@ -21,9 +21,11 @@ freed before the region: 307359 vs 307410 Ir, 203 vs 213 D1mw per call, Zen 3), 
 restarted worker gets the very same job, every simulated worker a callgrind directory of
 its own (the runner's), and a counting worker makes no text whose length varies run to
 run before a region: no clock reading in its messages (worker.py), no pid in its dump
-names.  Counts still move by ~0.1-0.3% with what differs between environments before the
-region (a longer cache path, say): identical on one host and setup, close but not
-identical across them.
+names; every worker starts in a folder of its own (harness/supervise.py), since the
+folder a run was started from was first on its sys.path and an entry added there between
+two runs (a results/ folder) moved the counts.  Counts still move by ~0.1-0.3% with what
+differs between environments before the region (a longer cache path, say): identical on
+one host and setup, close but not identical across them.
 
 Columns per call: ``sim_ir``, ``sim_dr``, ``sim_dw``, ``sim_d1mr``, ``sim_d1mw``,
 ``sim_dlmr``, ``sim_dlmw``; ``l1d_miss_rate`` = D1 misses / (Dr + Dw); ``llc_miss_rate`` =
