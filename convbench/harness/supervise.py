@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -87,6 +87,26 @@ def _tail(path: Path, lines: int = 3) -> str:
     return " | ".join(text[-lines:])
 
 
+# paths a worker reads from its environment: absolute, since it runs in another folder
+_PATH_VARIABLES = ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")
+
+
+def worker_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """A worker's environment: ``environ`` with idle threads told to sleep, and what a
+    process started in a folder of its own needs to find what the runner's folder held
+    (relative paths made absolute, the folder extra kernel modules come from)."""
+    from convbench.kernels import registry  # the runner has it loaded already
+
+    env = {**QUIET_SPIN_ENV, **environ, **registry.extra_kernels_dir_env(environ)}
+    for name in _PATH_VARIABLES:
+        if env.get(name):
+            env[name] = os.path.abspath(env[name])
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(
+            os.path.abspath(entry) for entry in env["PYTHONPATH"].split(os.pathsep))
+    return env
+
+
 class WorkerProcess:
     """One worker process running ``job`` (the cases of one group)."""
 
@@ -102,10 +122,8 @@ class WorkerProcess:
         self.tmp = Path(tempfile.mkdtemp(prefix="convbench-worker-", dir=scratch))
         (self.tmp / "job.json").write_text(job.to_json())
         self.log = self.tmp / "worker.log"
-        from convbench.kernels import registry  # the runner has it loaded already
-
         read_fd, write_fd = os.pipe()
-        env = {**QUIET_SPIN_ENV, **os.environ, **registry.extra_kernels_dir_env()}
+        env = worker_env(os.environ)
         with open(self.log, "wb") as log:
             # The worker starts in its own folder (job.json and worker.log, nothing else):
             # `python -m` puts the current folder first on sys.path, and every import lists

@@ -66,12 +66,12 @@ def algorithms() -> dict[str, Algorithm]:
     return found
 
 
-def extra_kernels_dir_env() -> dict[str, str]:
+def extra_kernels_dir_env(environ: Mapping[str, str]) -> dict[str, str]:
     """What a worker process (started in a folder of its own) needs to import the extra
-    modules from the folder they were named in: that folder, when there are any."""
-    if not os.environ.get(EXTRA_KERNELS_ENV, "").strip():
+    modules ``environ`` names from the folder they were named in: that folder, if any."""
+    if not environ.get(EXTRA_KERNELS_ENV, "").strip():
         return {}
-    return {EXTRA_KERNELS_DIR_ENV: os.environ.get(EXTRA_KERNELS_DIR_ENV) or os.getcwd()}
+    return {EXTRA_KERNELS_DIR_ENV: environ.get(EXTRA_KERNELS_DIR_ENV) or os.getcwd()}
 
 
 def _import(name: str) -> ModuleType:
