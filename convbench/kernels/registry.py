@@ -66,12 +66,17 @@ def algorithms() -> dict[str, Algorithm]:
     return found
 
 
+def _extra_kernels_dir(environ: Mapping[str, str]) -> str:
+    """The folder extra modules are imported from: the runner's, in a worker."""
+    return os.path.abspath(environ.get(EXTRA_KERNELS_DIR_ENV) or os.getcwd())
+
+
 def extra_kernels_dir_env(environ: Mapping[str, str]) -> dict[str, str]:
     """What a worker process (started in a folder of its own) needs to import the extra
     modules ``environ`` names from the folder they were named in: that folder, if any."""
     if not environ.get(EXTRA_KERNELS_ENV, "").strip():
         return {}
-    return {EXTRA_KERNELS_DIR_ENV: environ.get(EXTRA_KERNELS_DIR_ENV) or os.getcwd()}
+    return {EXTRA_KERNELS_DIR_ENV: _extra_kernels_dir(environ)}
 
 
 def _import(name: str) -> ModuleType:
@@ -82,7 +87,7 @@ def _import(name: str) -> ModuleType:
 
     if name.startswith(KERNELS_PACKAGE + "."):
         return importlib.import_module(name)
-    where = os.environ.get(EXTRA_KERNELS_DIR_ENV) or os.getcwd()
+    where = _extra_kernels_dir(os.environ)
     if where not in sys.path:
         sys.path.append(where)
     try:
