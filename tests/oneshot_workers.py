@@ -3,6 +3,7 @@ or fails as its job says (run as ``python -m tests.oneshot_workers``)."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any
@@ -17,7 +18,7 @@ def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
         time.sleep(60)
     if job["then"] == "fail":
         raise RuntimeError("the job said so")
-    return [{"answer": 42}]
+    return [{"answer": 42, "cwd": os.getcwd()}]
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from typing import Any
 from convbench import stats
 from convbench.errors import ConvbenchError
 from convbench.harness import affinity
-from convbench.harness.supervise import QUIET_SPIN_ENV
+from convbench.harness.supervise import worker_env
 
 PROGRESS_KEY = "progress_file"
 POLL_S = 0.2
@@ -48,7 +48,10 @@ def run_worker(module: str, job: dict[str, Any], timeout: float, what: str,
         where = f"{what} at {job['threads']} thread(s)"
         reported = 0
         with open(log, "w") as stderr:
-            worker = subprocess.Popen(command, env={**QUIET_SPIN_ENV, **os.environ},
+            # in its own folder with the conv workers' environment (harness/supervise.py:
+            # the runner's folder first on sys.path would put its listing into the
+            # worker's heap, and paths relative to it would point elsewhere)
+            worker = subprocess.Popen(command, env=worker_env(os.environ), cwd=tmp,
                                       stdout=subprocess.DEVNULL, stderr=stderr)
             deadline = time.monotonic() + timeout
             while worker.poll() is None:
