@@ -106,7 +106,8 @@ def _run(p: ConvProblem, m: int, tile_block: int, seed: int = 1, gemm: str = "bl
 # 15 examples; the edge shapes below reach every tile position deliberately.  MR = 4
 # throughout: the automatic choice follows the drawn block and shape, and each MR it drew
 # compiled a fused pipeline of its own (~8 s each with an empty numba cache, Zen 3 host;
-# 0 to 4 of them a run, by chance).  Every MR is tested in the test after this one.
+# 0 to 4 of them a run, by chance).  Every MR is tested in
+# test_own_gemm_spans_several_nr_panels_and_odd_channels.
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=dense_3x3_problems(), m=st.sampled_from(M_VALUES),
        tile_block=st.sampled_from([1, 3, 7, 64]), pipeline=st.sampled_from(PIPELINES))
