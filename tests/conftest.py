@@ -96,7 +96,8 @@ def cli(capsys) -> Callable[..., tuple[int, str, str]]:
 def smoke_run(request, tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     """One real ``convbench run smoke -q`` shared by the session (its output and results
     directory; read it, never write into it): a smoke run costs 30-45 s on two cores, and
-    tests/test_smoke_suite.py and tests/test_compare_gate.py each needed one."""
+    tests/test_smoke_suite.py and tests/test_compare_gate.py each needed one.  No test
+    judges its timings, so it may be measured beside another test."""
     def make(folder: Path) -> dict:
         done = convbench_process("run", "smoke", "-q", "-o", folder / "run")
         return {"args": done.args, "returncode": done.returncode, "stdout": done.stdout,

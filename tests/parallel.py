@@ -21,8 +21,8 @@ alone, or one test) nothing here waits or shares.
   (``tests/durations.json``, refreshed by ``tools/test_durations.py``) so the two end
   together, and the files with serial tests last: the other worker waits through a serial
   test whenever it runs, and by the end the numba cache holds the kernels the other files
-  compiled, so a serial smoke run (33 s with a cold numba cache, 13 s warm, Zen 4) does not
-  compile while the other worker waits.
+  compiled, so the README tour's serial smoke runs (33 s each with a cold numba cache, 13 s
+  warm, Zen 4) do not compile while the other worker waits.
 """
 
 from __future__ import annotations

@@ -15,10 +15,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-# the session's smoke run is also the baseline test_compare_gate's end-to-end test judges:
-# made from here, it must be measured with no other test beside it
-pytestmark = pytest.mark.serial
-
 
 @pytest.fixture(scope="module")
 def smoke(smoke_run) -> tuple[subprocess.CompletedProcess, pd.DataFrame, Path]:
