@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from convbench import stats
 from convbench.compare import decision
 from convbench.compare.match import load_pair, match
 from tests import gate_kernels
@@ -59,6 +60,12 @@ def test_values_are_pooled_from_every_process(tmp_path: Path, gated_env) -> None
     assert sorted(values["process"].unique()) == [0, 1, 2]
     assert values.groupby("process").size().tolist() == [12, 12, 12]
     assert np.isfinite(row["process_spread"])
+    # the intervals are reproduced from the raw values with the processes as the unit
+    mine = values[values["case_id"] == GATED]
+    per_call = mine["value"]   # seconds per call
+    assert (row["ci_low_s"], row["ci_high_s"]) == stats.bootstrap_median_ci(
+        per_call, groups=mine["process"])
+    assert (row["ci_low_s"], row["ci_high_s"]) != stats.bootstrap_median_ci(per_call)
     bench = json.loads((run / "pyperf.json").read_text())["benchmarks"][0]
     assert len(bench["runs"]) == 3                         # one pyperf run per process
 

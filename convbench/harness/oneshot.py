@@ -86,10 +86,12 @@ def tick(job: dict[str, Any]) -> None:
 
 
 def pooled_timing(answers: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The values of every process's answer pooled: median, CI, count, reference ratio."""
+    """The values of every process's answer (one answer a process) pooled: median, CI with
+    the processes as the resampled unit, count, reference ratio."""
     values = [v for a in answers for v in a.get("values", ())]
     ref_values = [v for a in answers for v in a.get("ref_values", ())]
-    summary = stats.summarize(values)
+    processes = [p for p, a in enumerate(answers) for _ in a.get("values", ())]
+    summary = stats.summarize(values, processes)
     return {"median_s": summary["median_s"], "ci_low_s": summary["ci_low_s"],
             "ci_high_s": summary["ci_high_s"], "n_values": len(values),
             "ref_ratio": stats.ratio_summary(values, ref_values)["ref_ratio"],

@@ -101,8 +101,10 @@ def derived(flops: float, compulsory_bytes: float, median_s: float, threads: int
 def outcome_row(case: Case, status: Status, reason: str = "",
                 figures: Mapping[str, Any] | None = None, values: Sequence[float] = (),
                 ref_values: Sequence[float] = (), loops: int | None = None,
-                limits: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The row of a finished case; an ok case gets its statistics and derived figures."""
+                limits: Mapping[str, Any] | None = None,
+                processes: Sequence[int] | None = None) -> dict[str, Any]:
+    """The row of a finished case; an ok case gets its statistics and derived figures
+    (``processes``: the worker process of each value, the intervals' resampled unit)."""
     row = {**case_row(case), **(figures or {}), "status": Status.of(status).value,
            "reason": reason, "n_values": len(values)}
     if loops is not None:
@@ -112,7 +114,8 @@ def outcome_row(case: Case, status: Status, reason: str = "",
         row["compile_width"] = row["compile_width"] or "llvm-default"
     row["vector_width_bits"] = emitted_bits(limits, width)
     if status == Status.OK:
-        row.update(**stats.summarize(values), **stats.ratio_summary(values, ref_values))
+        row.update(**stats.summarize(values, processes),
+                   **stats.ratio_summary(values, ref_values, processes))
         row.update(derived(row["flops"], row["compulsory_bytes"], row["median_s"],
                            case.threads, width, limits,
                            performed_flops(row["flops"], row.get("info")),
@@ -136,13 +139,15 @@ def pooled_row(case: Case, results: Sequence[Any], limits: Mapping[str, Any] | N
     far the processes' reference-normalised medians lie apart."""
     values = [v for r in results for v in r.values]
     ref_values = [v for r in results for v in r.ref_values]
+    processes = [p for p, r in enumerate(results) for _ in r.values]
     medians = [float(np.median(np.divide(r.values, r.ref_values))) for r in results
                if r.values and r.ref_values]
     figures = {**results[0].figures, "processes": len(results),
                "process_spread": (max(medians) - min(medians)) / float(np.median(medians))
                if len(medians) > 1 else float("nan")}
     loops = min(r.loops for r in results) or None
-    row = outcome_row(case, Status.OK, "", figures, values, ref_values, loops, limits)
+    row = outcome_row(case, Status.OK, "", figures, values, ref_values, loops, limits,
+                      processes)
     rows = [v for p, r in enumerate(results)
             for v in value_rows(case.case_id, r.values, r.ref_values, r.loops, p)]
     return row, rows

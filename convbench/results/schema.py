@@ -125,8 +125,9 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "min_s": ("float64", "minimum"),
     "max_s": ("float64", "maximum"),
     "iqr_s": ("float64", "interquartile range"),
-    "ci_low_s": ("float64", "bootstrap 95% CI of the median, low"),
-    "ci_high_s": ("float64", "bootstrap 95% CI of the median, high"),
+    "ci_low_s": ("float64", "bootstrap 95% CI of the median, low (values from several "
+                            "worker processes: the processes resampled, then their values)"),
+    "ci_high_s": ("float64", "bootstrap 95% CI of the median, high (as ci_low_s)"),
     "gflops": ("float64", "nominal FLOPs / median time / 1e9: the effective rate, also for "
                           "algorithms that do fewer multiplies (Winograd, Strassen)"),
     "performed_flops": ("int64", "FLOPs the variant performs per call: the nominal flops, "
@@ -152,8 +153,8 @@ COLUMNS: dict[str, tuple[str, str]] = {
                                 "is NaN in the row"),
     # in-run reference kernel (fixed sgemm) measured in the same rounds
     "ref_ratio": ("float64", "median over rounds of value / reference-kernel value"),
-    "ref_ratio_ci_low": ("float64", "bootstrap 95% CI of ref_ratio, low"),
-    "ref_ratio_ci_high": ("float64", "bootstrap 95% CI of ref_ratio, high"),
+    "ref_ratio_ci_low": ("float64", "bootstrap 95% CI of ref_ratio, low (as ci_low_s)"),
+    "ref_ratio_ci_high": ("float64", "bootstrap 95% CI of ref_ratio, high (as ci_low_s)"),
 }
 
 # Columns that identify a case across runs (compare and report join on these); the

@@ -72,3 +72,35 @@ def test_bootstrap_interval_is_seeded_and_brackets_the_median() -> None:
 def test_min_attainable_p() -> None:
     assert stats.min_attainable_p(5, 5) == pytest.approx(2 / 252)
     assert stats.min_attainable_p(4, 4) > decision.DEFAULT_ALPHA
+
+
+def test_one_process_keeps_the_pooled_interval() -> None:
+    assert stats.summarize(BASE, [0] * len(BASE)) == stats.summarize(BASE)
+    assert stats.ratio_summary(BASE, REF, [4] * len(BASE)) == stats.ratio_summary(BASE, REF)
+
+
+def test_several_processes_are_the_resampled_unit() -> None:
+    # one of five processes ran 8% slow for its whole life.  Pooled, its 10 values of 50
+    # never carry the median; resampled as units, 6% of the draws hold it three times or
+    # more (the next run may have that many slow processes), so the interval reaches it
+    rng = np.random.default_rng(7)
+    values = np.concatenate([1.0 + 0.002 * rng.standard_normal(10) for _ in range(4)]
+                            + [1.08 + 0.002 * rng.standard_normal(10)])
+    groups = np.repeat([0, 1, 2, 3, 4], 10)
+    pooled = stats.bootstrap_median_ci(values)
+    low, high = stats.bootstrap_median_ci(values, groups=groups)
+    assert pooled[1] < 1.01 and high > 1.07
+    assert low <= np.median(values) <= high
+    summary = stats.summarize(values, groups)
+    assert (summary["ci_low_s"], summary["ci_high_s"]) == (low, high)
+
+
+def test_groups_of_unequal_size_are_drawn_at_their_own_size() -> None:
+    # process 0 left one value, process 1 four: a resample draws 1 value for each slot
+    # process 0 fills and 4 for each slot process 1 fills, so its median is 0 exactly when
+    # both slots drew process 0 (1 in 4), else 1; padding drawn as a value would give 0.5
+    medians = stats._resampled_grouped_medians(
+        np.random.default_rng(1), np.array([0.0, 1, 1, 1, 1]), np.array([0, 1, 1, 1, 1]),
+        4000)
+    assert set(np.unique(medians)) == {0.0, 1.0}
+    assert abs(np.mean(medians == 0.0) - 0.25) < 0.03
