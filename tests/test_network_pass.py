@@ -495,24 +495,29 @@ def test_the_prediction_is_scaled_by_the_in_run_reference():
 
 def test_passes_are_profiled_in_turns(plan_dir, reference_pass, monkeypatch):
     """profile_together: repeat r of every pass before repeat r + 1 of any (the timings'
-    same rounds), and each pass's figures as its own profile gives them: every (op, part)
-    of its calls, the median of the repeats."""
+    same rounds), each timed pass right after an untimed one of its own (its data warm, as
+    ORT's profiler has its own), and each pass's figures as its own profile gives them:
+    every (op, part) of its calls, the median of the repeats."""
     graph, x, weights, _ = reference_pass
     spec = planfile.read_plan(plan_dir / "plan.json").passes["plan"]
     passes = {"fused": executor.NetworkPass(graph, spec, weights),
               "apart": executor.NetworkPass(graph, spec, weights, fuse=False)}
     order = []
-    real = executor.NetworkPass.time_calls
+    timed, untimed = executor.NetworkPass.time_calls, executor.NetworkPass.__call__
 
-    def logged(self):
-        order.append(next(label for label, p in passes.items() if p is self))
-        return real(self)
+    def logged(real, what):
+        def call(self):
+            order.append((next(label for label, p in passes.items() if p is self), what))
+            return real(self)
+        return call
 
-    monkeypatch.setattr(executor.NetworkPass, "time_calls", logged)
+    monkeypatch.setattr(executor.NetworkPass, "time_calls", logged(timed, "timed"))
+    monkeypatch.setattr(executor.NetworkPass, "__call__", logged(untimed, "run"))
     for p in passes.values():
         p.input[...] = x
     profiles = executor.profile_together(passes, 3)
-    assert order == ["fused", "apart"] * 3
+    assert order == [("fused", "run"), ("fused", "timed"),
+                     ("apart", "run"), ("apart", "timed")] * 3
     for label, p in passes.items():
         assert set(profiles[label]) == set(p.labels)
         assert all(seconds > 0 for seconds in profiles[label].values())

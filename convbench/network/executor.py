@@ -331,10 +331,20 @@ def profile_together(passes: Mapping[str, NetworkPass], repeats: int
     costs came to 1.07 for the plan, 0.99 for local-best and 1.06 for all-NHWC, and
     res3b_branch2c, the same variant after the same transform in both, ran 0.677 ms in the
     plan's profile and 0.577 in local-best's; taking turns, the next run gave 1.05 for all
-    four of our passes, and 0.693 / 0.714 ms."""
+    four of our passes, and 0.693 / 0.714 ms.
+
+    Each timed pass follows an untimed one of its own, so every op runs with its pass's
+    weights and tensors where a warm pass finds them, as ONNX Runtime's profiler finds its
+    own (:meth:`~convbench.network.onnxruntime_pass.OrtPass.profile`: its repeats back to
+    back).  Timed right after the other passes (whose weights and tensors had pushed its
+    own out), ours ran their ops colder than ORT's: MobileNet V2's plan at 2 threads, Zen
+    3 host, one process, the two ways alternating, 20 repeats each, three times: its ops
+    summed 5641 us timed after the other passes and 5310 after a run of their own, and
+    ORT's node / our conv came to a geomean of 1.05 and 1.12 (ORT's profile the same)."""
     seconds: dict[str, list[np.ndarray]] = {label: [] for label in passes}
     for _ in range(repeats):
         for label, p in passes.items():
+            p()
             seconds[label].append(p.time_calls())
     return {label: passes[label].per_part(np.array(rows)) for label, rows in seconds.items()}
 
