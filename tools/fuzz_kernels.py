@@ -17,9 +17,9 @@ with the same op applied (the network pass runs them so).  Prints a progress lin
 5 problems and every failure with its seed; exits 1 when anything failed.
 
 Zen 3 host, 2026-12-01, 25 minutes each (the same kinds of problems and checks, by the
-scripts this file gathers): 656 problems (25,436 variant checks) at 1 thread and 330 (12,633) at 2
-threads; fused (each fused variant compiles anew, so fewer problems) 154 problems (9,618
-fused checks) at 1 thread and 96 (5,224) at 2; no failure.
+scripts this file gathers): 656 problems (25,436 variant checks) at 1 thread and 330
+(12,633) at 2 threads; fused (each fused variant compiles anew, so fewer problems) 154
+problems (9,618 fused checks) at 1 thread and 96 (5,224) at 2; no failure.
 """
 
 from __future__ import annotations
