@@ -48,7 +48,8 @@ def _problems(targets: tuple[str, ...]):
                    "(gemm keeps both blas and own: two codes, not two tunings).")
 @click.option("--asm", "profile", is_flag=True,
               help="Also read each variant's compiled code: packed FMAs by vector width "
-                   "(the static vector profile; compiles every kernel once more).")
+                   "(the static vector profile; cached code is disassembled with objdump, "
+                   "compiled once more where objdump is missing).")
 def command(targets: tuple[str, ...], algorithms: tuple[str, ...], layouts: tuple[str, ...],
             seed: int, show_skips: bool, variant_id: str | None, threads: int,
             vector_width: str, defaults: bool, profile: bool) -> int:

@@ -70,8 +70,9 @@ def check_problems(problems: Iterable[ConvProblem],
     """Check each problem's variants (only ``variant`` when given); ``on_row`` sees each
     row as it is produced.  ``threads`` and ``vector_width`` are recorded in the rows, the
     caller applies them (numba reads the width once, at import).  ``profile``: each variant
-    that ran also gets its static vector profile (packed FMAs in its compiled code, which
-    compiles its kernels once more, uncached)."""
+    that ran also gets its static vector profile (packed FMAs in its compiled code; code
+    loaded from numba's cache is read from the cache's object file:
+    :mod:`convbench.kernels.asm`)."""
     rows: list[CheckRow] = []
     for problem in problems:
         x, w = make_inputs(problem, seed)

@@ -14,8 +14,12 @@ tests/data/asm/ holds real aarch64 output of numba (tools/arm64.sh) that the tes
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 _X86_FP = re.compile(
     r"^\s*(v?)(fn?m(?:add|sub)\d*|add|sub|mul|div|max|min|sqrt)(p|s)(s|d)\b\s*(.*)$")
@@ -108,11 +112,13 @@ _ASM: dict[tuple[object, tuple[object, ...]], str] = {}
 def dispatcher_asm(dispatcher: object) -> str:
     """Assembly of every signature a numba dispatcher has compiled, concatenated.
 
-    numba refuses to show the assembly of code loaded from its on-disk cache, so such a
-    function is compiled again, uncached, with the same options and signatures (once per
-    process and set of signatures).  Code compiled in this process is read as it is:
-    compiling it a second time cost the machine limits' first use ~5 s of its ~14 (the two
-    FMA kernels of the peak, AMD host).
+    Code compiled in this process is read as LLVM printed it.  numba will not show code it
+    loaded from its on-disk cache; that code is read from the cache's object file instead,
+    disassembled by ``objdump`` (:func:`cached_object_asm`: the very code that runs, in
+    ~10 ms), and only where that cannot be done (no objdump, a cache numba's internals no
+    longer open the same way) compiled again, uncached, with the same options and
+    signatures, once per process and set of signatures (0.5-2 s a kernel here, 25-50 s
+    under qemu-user emulation).
     """
     import numba
 
@@ -126,13 +132,91 @@ def dispatcher_asm(dispatcher: object) -> str:
                          for sig in signatures)
     key = (dispatcher, signatures)
     if key not in _ASM:
-        options = {k: v for k, v in dispatcher.targetoptions.items()  # type: ignore[attr-defined]
-                   if k not in ("cache", "nopython", "boundscheck")}
-        clone = numba.njit(cache=False, **options)(dispatcher.py_func)  # type: ignore[attr-defined]
-        for sig in signatures:
-            clone.compile(sig)
-        _ASM[key] = "\n".join(clone.inspect_asm().values())
+        text = cached_object_asm(dispatcher)
+        if text is None:
+            options = {k: v for k, v in dispatcher.targetoptions.items()  # type: ignore[attr-defined]
+                       if k not in ("cache", "nopython", "boundscheck")}
+            clone = numba.njit(cache=False, **options)(dispatcher.py_func)  # type: ignore[attr-defined]
+            for sig in signatures:
+                clone.compile(sig)
+            text = "\n".join(clone.inspect_asm().values())
+        _ASM[key] = text
     return _ASM[key]
+
+
+def cached_object_asm(dispatcher: object) -> str | None:
+    """The assembly of the object code numba's cache holds for each compiled signature of
+    ``dispatcher`` (the code it loaded and runs), as :func:`objdump_asm` writes it; None
+    where that cannot be read (no objdump on the PATH, no cache entry, an entry that is not
+    object code).  The entry is found as numba finds it when loading (the signature and the
+    code generator's CPU name and features): numba's private cache API, numba 0.6x."""
+    objdump = shutil.which("objdump")
+    cache = getattr(dispatcher, "_cache", None)
+    cache_file = getattr(cache, "_cache_file", None)
+    if objdump is None or cache_file is None:
+        return None
+    texts = []
+    try:
+        codegen = dispatcher.targetctx.codegen()  # type: ignore[attr-defined]
+        for sig in dispatcher.signatures:  # type: ignore[attr-defined]
+            entry = cache_file.load(cache._index_key(sig, codegen))  # type: ignore[union-attr]
+            # a CompileResult reduced for the cache: its library first, as
+            # (name, "object", (object code, bitcode)) (numba.core.codegen)
+            _name, kind, payload = entry[0]
+            if kind != "object":
+                return None
+            texts.append(objdump_asm(payload[0], objdump))
+    except (AttributeError, TypeError, ValueError, IndexError, OSError,
+            subprocess.CalledProcessError):
+        return None
+    return "\n".join(texts)
+
+
+# objdump -d lines: a function's start ("0000000000000040 <name>:"), an instruction
+# ("      7f:\tvfmadd231ps %ymm1,%ymm2,%ymm3"), a section's start; a direct branch names its
+# target ("jne    1a4 <name+0x1a4>", AArch64 "b.ne 40 <name+0x40>")
+_OBJDUMP_FUNCTION = re.compile(r"^[0-9a-f]+ <(.+)>:$")
+_OBJDUMP_INSTRUCTION = re.compile(r"^\s*([0-9a-f]+):\s+(.+)$")
+_OBJDUMP_SECTION = re.compile(r"^Disassembly of section (.+):$")
+_OBJDUMP_TARGET = re.compile(r"\s([0-9a-f]+) <[^>]*>$")
+# direct branches: x86 jumps and loops, AArch64 b, b.cond, cbz/cbnz, tbz/tbnz (not calls,
+# and not an address computed for data: lea's and adrp's comments name addresses too)
+_BRANCH = re.compile(r"j\w+|loop\w*|b|b\.\w+|cbn?z|tbn?z")
+
+
+def objdump_asm(code: bytes, objdump: str = "objdump") -> str:
+    """Disassemble an ELF object with ``objdump`` into text that reads like LLVM's assembly
+    where this module looks: one instruction a line, a label line where a function starts
+    and where a branch lands (so :func:`hot_block` splits it into the same basic blocks),
+    AT&T syntax on x86."""
+    with tempfile.TemporaryDirectory(prefix="convbench-asm-") as folder:
+        path = Path(folder) / "kernel.o"
+        path.write_bytes(code)
+        listing = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(path)],
+                                 capture_output=True, text=True, check=True).stdout
+    parsed: list[tuple[str, str, str]] = []   # (section, address, text) or a function label
+    section = ""
+    targets: set[tuple[str, str]] = set()
+    for line in listing.splitlines():
+        if m := _OBJDUMP_SECTION.match(line):
+            section = m.group(1)
+        elif m := _OBJDUMP_FUNCTION.match(line):
+            parsed.append((section, "", f"{m.group(1)}:"))
+        elif m := _OBJDUMP_INSTRUCTION.match(line):
+            address, text = m.group(1), m.group(2).strip()
+            parsed.append((section, address, text))
+            target = _OBJDUMP_TARGET.search(text)
+            if target and _BRANCH.fullmatch(text.split(None, 1)[0]):
+                targets.add((section, target.group(1)))
+    out = []
+    for section, address, text in parsed:
+        if not address:
+            out.append(text)
+            continue
+        if (section, address) in targets:
+            out.append(f".Lobj_{address}:")
+        out.append("\t" + text)
+    return "\n".join(out)
 
 
 # A label line opens a basic block (x86 AT&T ".LBB4_46:", AArch64 ".LBB4_46:" too)

@@ -89,8 +89,8 @@ def test_unfold_is_compiled():
 
 
 def test_asm_of_code_compiled_here_is_read_without_compiling_again(monkeypatch):
-    """Code compiled in this process is inspected as it is; only code loaded from numba's
-    cache (which numba will not show) is compiled again, uncached."""
+    """Code compiled in this process is inspected as it is (code loaded from numba's
+    cache, which numba will not show, is read from the cache: the test below)."""
     import numba
 
     @numba.njit(fastmath=True)
@@ -108,3 +108,66 @@ def test_asm_of_code_compiled_here_is_read_without_compiling_again(monkeypatch):
 
     monkeypatch.setattr(numba, "njit", no_second_compile)
     assert fp_profile(dispatcher_asm(dot)) == expected
+
+
+PROBE = """
+import json, sys
+import numba
+from convbench.harness.inputs import make_inputs
+from convbench.harness.verify import prepare
+from convbench.kernels import asm
+from convbench.kernels.base import Variant
+from convbench.spec.problem import ConvProblem
+
+p = ConvProblem.make(g=32, ic=32, oc=32, ih=10, iw=20, kh=3, kw=3, ph=1, pw=1)
+x, w = make_inputs(p)
+ex = prepare(p, Variant.of("depthwise3x3", "nhwc", {"order": "tiles", "tile": "2x4"}), x, w)
+ex.prepared.run(ex.x, ex.y)
+kernel = next(k for k in ex.prepared.hot_kernels() if k.signatures)
+loaded = kernel.overloads[kernel.signatures[0]].library._disable_inspection
+
+def profile():
+    text = asm.dispatcher_asm(kernel)
+    asm._ASM.clear()
+    return [asm.fp_profile(text).packed_fma, asm.hot_block_spills(text)]
+
+def no_compile(*args, **kwargs):
+    sys.exit("dispatcher_asm compiled the kernel again")
+
+if loaded:
+    njit, numba.njit = numba.njit, no_compile
+    read = profile()            # from the cache's object code
+    numba.njit = njit
+    asm.shutil.which = lambda name: None
+    recompiled = profile()      # no objdump: compiled again, uncached
+else:
+    read = recompiled = profile()   # compiled here: LLVM's own text
+print(json.dumps({"loaded": loaded, "read": read, "recompiled": recompiled}))
+"""
+
+
+def test_asm_of_cached_code_is_the_cached_object_disassembled(tmp_path):
+    """A kernel numba loads from its cache is read from the cache's object code (objdump),
+    not compiled again, and profiles as the code compiled in the first process did and as
+    a recompile does: the same packed FMAs by width, the same register-tile block (its
+    FMAs and its vector stack accesses: this tile has both).  Without objdump the
+    recompile is the fallback."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("objdump") is None:
+        pytest.skip("objdump is not installed")
+    env = {**__import__("os").environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    answers = []
+    for _ in range(2):   # the first compiles into the empty cache, the second loads
+        done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                              env=env, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        answers.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    compiled, loaded = answers
+    assert not compiled["loaded"] and loaded["loaded"]
+    assert loaded["read"] == loaded["recompiled"] == compiled["read"], answers
+    fmas, stack = loaded["read"][1]
+    assert fmas > 0 and stack > 0, answers
