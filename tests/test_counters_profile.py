@@ -1,5 +1,7 @@
 """Static code profile of a variant's jitted kernels (packed FMAs, "not vectorised")."""
 
+import re
+
 import numba
 import numpy as np
 
@@ -45,11 +47,44 @@ def test_hot_kernels_are_profiled_and_flagged():
     assert sum(cols[f"asm_packed_fma_{w}"] for w in (128, 256, 512)) > 0
 
 
-def test_registered_variant_falls_back_to_its_module_dispatchers():
-    problem = parse_descriptor("mb1ic4ih6oc4kh3ph1")
-    x, w = make_inputs(problem)
-    run = prepare(problem, Variant.of("direct", "nchw"), x, w)
-    run.prepared.run(run.x, run.y)
-    profiles = asm.kernel_profiles(run.prepared)
-    assert profiles and all(p.status in ("vectorised", "not vectorised", "no FP")
-                            for p in profiles)
+class _Undeclared(Prepared):
+    def run(self, x, y):
+        _axpy(np.float32(2.0), x, y)
+
+
+def test_a_variant_naming_no_kernels_falls_back_to_its_modules_dispatchers():
+    x = np.ones(64, np.float32)
+    _Undeclared().run(x, x.copy())
+    _serial_sum(x)
+    # every compiled dispatcher of the module, the one it never called too
+    assert {"_axpy", "_serial_sum"} <= {kp.name for kp in asm.kernel_profiles(_Undeclared())}
+
+
+def test_a_registered_variant_profiles_the_kernels_it_calls_only():
+    """Whatever other variants compiled in the process: direct/nchw and direct/nhwc share a
+    module, im2col's BLAS variant calls its unfold kernel on a 3x3 layer and nothing of
+    ours on a 1x1 (no unfold: the arithmetic is BLAS's)."""
+    def profiled(descriptor: str, variant: Variant) -> list[str]:
+        problem = parse_descriptor(descriptor)
+        x, w = make_inputs(problem)
+        run = prepare(problem, variant, x, w)
+        run.prepared.run(run.x, run.y)
+        return [kp.name for kp in asm.kernel_profiles(run.prepared)]
+
+    three = "mb1ic4ih6oc4kh3ph1"
+    assert profiled(three, Variant.of("direct", "nchw")) == ["_direct_nchw"]
+    assert profiled(three, Variant.of("direct", "nhwc")) == ["_direct_nhwc"]
+    blas = Variant.of("im2col", "nhwc", {"gemm": "blas"})
+    assert profiled(three, blas) == ["_unfold_nhwc"]
+    assert profiled("mb1ic4ih6oc4kh1ph0", blas) == []
+    assert asm.profile_columns([])["asm_vectorisation"] == "no jitted kernel"
+
+
+def test_check_asm_prints_each_variants_profile(cli):
+    """`convbench check --asm`: a verdict per variant, the library-only one included."""
+    code, out, err = cli("check", "mb1ic8ih6oc8kh1ph0", "--asm", "-a", "direct", "-a", "im2col")
+    assert code == 0, err
+    lines = {line.split()[1]: line for line in out.splitlines()[1:] if line.strip()
+             and not line.startswith(("1 problem", " "))}
+    assert re.search(r"\svectorised: \d+ x \d+-bit FMA", lines["direct/nhwc"]), lines
+    assert lines["im2col/nhwc/gemm=blas"].rstrip().endswith("no jitted kernel")

@@ -282,11 +282,15 @@ def _module_dispatchers(prepared: object) -> list[object]:
 
 def kernel_profiles(prepared_or_kernels: object) -> list[KernelProfile]:
     """Per-kernel FP profiles of a :class:`~convbench.kernels.base.Prepared` (its
-    ``hot_kernels()``, else every compiled dispatcher of its module) or of an iterable of
-    numba dispatchers.  Kernels must have run once (compiled a signature)."""
+    ``hot_kernels()``; where it declares none, every compiled dispatcher of its module) or
+    of an iterable of numba dispatchers.  Kernels must have run once (compiled a signature).
+    A dispatcher counts every signature it compiled in the process: a kernel shared by
+    several variants (the own GEMM's macro-kernel) holds each one's specialisation."""
     hot = getattr(prepared_or_kernels, "hot_kernels", None)
     if hot is not None:
-        kernels = list(hot()) or _module_dispatchers(prepared_or_kernels)
+        declared = hot()
+        kernels = (_module_dispatchers(prepared_or_kernels) if declared is None
+                   else list(declared))
     else:
         kernels = list(prepared_or_kernels)  # type: ignore[call-overload]
     return [KernelProfile(getattr(k, "__name__", repr(k)), fp_profile(dispatcher_asm(k)))

@@ -128,12 +128,15 @@ class Prepared(ABC):
         the kernel cannot."""
         return False
 
-    def hot_kernels(self) -> tuple[object, ...]:
-        """The numba dispatchers doing the work, for the static code profile.
+    def hot_kernels(self) -> tuple[object, ...] | None:
+        """The numba dispatchers this variant calls, for the static code profile; empty
+        when it calls none (its arithmetic is a library's).
 
-        Empty: the profile falls back to every compiled dispatcher of the kernel's module.
+        None (not declared): the profile falls back to every compiled dispatcher of the
+        kernel's module, whichever other variants compiled them in the process, so a
+        variant's profile could hold another's code; every shipped kernel declares its own.
         """
-        return ()
+        return None
 
 
 Applicability = Callable[[ConvProblem, str, Mapping[str, ParamValue]], "str | None"]

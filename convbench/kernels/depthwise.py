@@ -466,6 +466,9 @@ class DepthwiseNCHW(Prepared):
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         _dw3x3_nchw(x, self.w, y, *_strides(self.p))
 
+    def hot_kernels(self) -> tuple[object, ...]:
+        return (_dw3x3_nchw,)
+
     def info(self) -> dict[str, ParamValue]:
         return {"compulsory_bytes": self.p.compulsory_bytes}
 

@@ -108,6 +108,9 @@ class DirectNCHW(Prepared):
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         _direct_nchw(x, self.w, y, *self.geometry)
 
+    def hot_kernels(self) -> tuple[object, ...]:
+        return (_direct_nchw,)
+
 
 class DirectNHWC(Prepared):
     in_layout = out_layout = "nhwc"
@@ -119,6 +122,9 @@ class DirectNHWC(Prepared):
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         _direct_nhwc(x, self.w, y, *self.geometry)
+
+    def hot_kernels(self) -> tuple[object, ...]:
+        return (_direct_nhwc,)
 
 
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,

@@ -122,7 +122,7 @@ class Im2colNCHW(Prepared):
         return {"unfold_skipped": self.skip_unfold}
 
     def hot_kernels(self) -> tuple[object, ...]:
-        return hot_gemm(self.blocking)
+        return (*(() if self.skip_unfold else (_unfold_nchw,)), *hot_gemm(self.blocking))
 
 
 class Im2colNHWC(Prepared):
@@ -176,7 +176,7 @@ class Im2colNHWC(Prepared):
         return {"unfold_skipped": self.skip_unfold}
 
     def hot_kernels(self) -> tuple[object, ...]:
-        return hot_gemm(self.blocking)
+        return (*(() if self.skip_unfold else (_unfold_nhwc,)), *hot_gemm(self.blocking))
 
 
 def _build(problem: ConvProblem, w: np.ndarray, layout: str,
