@@ -67,8 +67,13 @@ class FpProfile:
 
     @property
     def vectorised(self) -> bool:
-        """A kernel counts as vectorised when its code has packed FMAs."""
-        return self.total_packed_fma > 0
+        """A kernel counts as vectorised when its code has packed FMAs; one whose arithmetic
+        has no multiply-add at all, scalar or packed (F(2x2) Winograd's transforms: adds and
+        subtractions by design), when it has packed FP instructions.  Scalar FMAs without a
+        packed one are a scalar fallback whatever else is packed."""
+        if self.total_packed_fma or self.scalar_fma:
+            return self.total_packed_fma > 0
+        return any(self.packed_other.values())
 
 
 def fp_profile(asm: str) -> FpProfile:
@@ -261,8 +266,9 @@ class KernelProfile:
 
     @property
     def status(self) -> str:
-        """"vectorised", "not vectorised" (FP arithmetic but no packed FMA) or "no FP"
-        (a copy or index kernel, such as an im2col unfold)."""
+        """"vectorised", "not vectorised" (FP arithmetic, not vectorised: see
+        FpProfile.vectorised) or "no FP" (a copy or index kernel, such as an im2col
+        unfold)."""
         p = self.profile
         if p.vectorised:
             return "vectorised"
@@ -301,7 +307,8 @@ def profile_columns(profiles: list[KernelProfile]) -> dict[str, float | str]:
     """Tidy-table columns of a variant's static profile: packed FMAs by width summed over
     its kernels (64: NEON's half-width ``.2s`` form; sve: SVE at the machine's width),
     scalar FP instructions, and "vectorised" / "not vectorised" / "no FP"
-    (any kernel with FP but no packed FMA makes the variant "not vectorised")."""
+    (any kernel with FP arithmetic that is not vectorised makes the variant "not
+    vectorised")."""
     fma: Counter[int] = Counter()
     scalar = 0
     for kp in profiles:
@@ -322,10 +329,17 @@ def profile_columns(profiles: list[KernelProfile]) -> dict[str, float | str]:
 
 def profile_summary(profiles: list[KernelProfile]) -> str:
     """One line for a variant's static profile: its verdict and packed FMAs by width,
-    e.g. ``vectorised: 24 x 128-bit FMA`` (what ``convbench check --asm`` prints)."""
+    e.g. ``vectorised: 24 x 128-bit FMA`` (what ``convbench check --asm`` prints); code
+    without packed FMAs shows its other packed FP instructions (``64 x 256-bit packed FP``)."""
     cols = profile_columns(profiles)
     widths = [(w, int(cols[f"asm_packed_fma_{w}"])) for w in ("sve", 512, 256, 128, 64)]
     fmas = ", ".join(f"{n} x {w}{'' if w == 'sve' else '-bit'} FMA" for w, n in widths if n)
+    if not fmas:
+        other: Counter[int] = Counter()
+        for kp in profiles:
+            other.update(kp.profile.packed_other)
+        fmas = ", ".join(f"{n} x {'sve' if w == SCALABLE else f'{w}-bit'} packed FP"
+                         for w, n in sorted(other.items(), reverse=True) if n)
     scalar = int(cols["asm_scalar_fp"])
     detail = ", ".join(filter(None, [fmas, f"{scalar} scalar FP" if scalar else ""]))
     return f"{cols['asm_vectorisation']}: {detail}" if detail else str(cols["asm_vectorisation"])

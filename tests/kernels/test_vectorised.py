@@ -8,7 +8,13 @@ import pytest
 
 from convbench.harness.inputs import make_inputs
 from convbench.kernels import direct, im2col
-from convbench.kernels.asm import SCALABLE, dispatcher_asm, fp_profile
+from convbench.kernels.asm import (
+    SCALABLE,
+    KernelProfile,
+    dispatcher_asm,
+    fp_profile,
+    profile_summary,
+)
 from convbench.kernels.layouts import to_layout
 from convbench.spec.problem import ConvProblem
 
@@ -171,3 +177,18 @@ def test_asm_of_cached_code_is_the_cached_object_disassembled(tmp_path):
     assert loaded["read"] == loaded["recompiled"] == compiled["read"], answers
     fmas, stack = loaded["read"][1]
     assert fmas > 0 and stack > 0, answers
+
+
+def test_code_without_multiply_adds_is_judged_by_its_packed_instructions():
+    """F(2x2) Winograd's transforms add and subtract only: packed adds are vectorised code.
+    A scalar FMA without a packed one is a scalar fallback whatever else is packed."""
+    add_only = fp_profile("\tvaddps %ymm0, %ymm1, %ymm2\n\tvsubss %xmm0, %xmm1, %xmm2")
+    assert add_only.vectorised
+    assert not fp_profile("\tvaddss %xmm0, %xmm1, %xmm2").vectorised
+    fallback = fp_profile("\tvaddps %ymm0, %ymm1, %ymm2\n\tvfmadd231ss %xmm0, %xmm1, %xmm2")
+    assert not fallback.vectorised
+    assert fp_profile("\tvfmadd231ps %ymm0, %ymm1, %ymm2\n\tvfmadd231ss %xmm0, %xmm1, "
+                      "%xmm2").vectorised
+    # what `check --asm` prints for it: the packed instructions it has, FMAs or not
+    assert profile_summary([KernelProfile("t", add_only)]) == \
+        "vectorised: 1 x 256-bit packed FP, 1 scalar FP"
