@@ -122,7 +122,7 @@ def dispatcher_asm(dispatcher: object) -> str:
     disassembled by ``objdump`` (:func:`cached_object_asm`: the very code that runs, in
     ~10 ms), and only where that cannot be done (no objdump, a cache numba's internals no
     longer open the same way) compiled again, uncached, with the same options and
-    signatures, once per process and set of signatures (0.5-2 s a kernel here, 25-50 s
+    signatures, once per process and set of signatures (1.3-6.2 s a kernel here, 25-50 s
     under qemu-user emulation).
     """
     import numba
