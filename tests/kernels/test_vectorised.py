@@ -159,13 +159,14 @@ def test_asm_of_cached_code_is_the_cached_object_disassembled(tmp_path):
     FMAs and its vector stack accesses: this tile has both).  Without objdump the
     recompile is the fallback."""
     import json
+    import os
     import shutil
     import subprocess
     import sys
 
     if shutil.which("objdump") is None:
         pytest.skip("objdump is not installed")
-    env = {**__import__("os").environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     answers = []
     for _ in range(2):   # the first compiles into the empty cache, the second loads
         done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
