@@ -5,6 +5,7 @@ import re
 import numba
 import numpy as np
 
+from convbench.harness.check import check_problems
 from convbench.harness.inputs import make_inputs
 from convbench.harness.verify import prepare
 from convbench.kernels import asm
@@ -78,6 +79,39 @@ def test_a_registered_variant_profiles_the_kernels_it_calls_only():
     assert profiled(three, blas) == ["_unfold_nhwc"]
     assert profiled("mb1ic4ih6oc4kh1ph0", blas) == []
     assert asm.profile_columns([])["asm_vectorisation"] == "no jitted kernel"
+
+
+def test_a_kernel_is_read_at_the_signatures_its_run_called():
+    """A dispatcher with two compiled signatures (a contiguous and a strided operand): the
+    profile of a run that called one is that signature's code alone; unrecorded, both."""
+    x = np.ones(128, np.float32)
+    _axpy(np.float32(2.0), x[::2], x[1::2].copy())          # strided: another signature
+    with asm.calls_recorded() as calls:
+        _Axpy().run(x, x.copy())
+        _serial_sum(x.astype(np.float64))                    # not a hot kernel: ignored
+    contiguous = tuple(typ for typ in _axpy.signatures if typ in calls[_axpy])
+    assert len(_axpy.signatures) >= 2 and len(contiguous) == 1
+    (recorded,) = asm.kernel_profiles(_Axpy(), calls)
+    assert recorded.profile == asm.fp_profile(asm.dispatcher_asm(_axpy, contiguous))
+    (whole,) = asm.kernel_profiles(_Axpy())
+    assert whole.profile == asm.fp_profile(asm.dispatcher_asm(_axpy))
+    assert sum(whole.profile.packed_fma.values()) > sum(recorded.profile.packed_fma.values())
+    assert "__call__" not in numba.core.dispatcher.Dispatcher.__dict__   # left as it was
+
+
+def test_check_asm_of_a_shared_kernel_does_not_depend_on_what_ran_before():
+    """The own GEMM's macro-kernel is shared: im2col calls it with a C-ordered output,
+    Strassen (recursing once on this layer) with strided quadrants too.  im2col's profile
+    is the same before and after a Strassen variant ran in the process (it read both
+    signatures, 36 then 72 packed 256-bit FMAs, Zen 3, before `check` recorded calls)."""
+    problem = parse_descriptor("mb1ic64ih8oc64oh8kh1ph0")
+    im2col = Variant.of("im2col", "nhwc", {"gemm": "own"})
+    strassen = Variant.of("strassen", "nchw", {"depth": "auto", "gemm": "own"})
+    (first,) = check_problems([problem], variant=im2col, profile=True)
+    (after_strassen,) = check_problems([problem], variant=strassen, profile=True)
+    (again,) = check_problems([problem], variant=im2col, profile=True)
+    assert first.asm.startswith("vectorised") and after_strassen.asm.startswith("vectorised")
+    assert again.asm == first.asm, (first.asm, after_strassen.asm, again.asm)
 
 
 def test_check_asm_prints_each_variants_profile(cli):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from convbench.harness.inputs import make_inputs
 from convbench.harness.verify import verify
 from convbench.identity import CaseKey
 from convbench.kernels import registry
-from convbench.kernels.asm import kernel_profiles, profile_summary
+from convbench.kernels.asm import calls_recorded, kernel_profiles, profile_summary
 from convbench.kernels.base import ParamValue, Variant
 from convbench.kernels.reference import Reference
 from convbench.spec.problem import ConvProblem
@@ -86,13 +87,14 @@ def check_problems(problems: Iterable[ConvProblem],
             else:
                 if reference is None:
                     reference = Reference(problem, x, w)
-                t0 = time.perf_counter()
-                verdict, execution = verify(problem, candidate, reference, x, w)
-                elapsed = time.perf_counter() - t0
+                with calls_recorded() if profile else contextlib.nullcontext({}) as calls:
+                    t0 = time.perf_counter()
+                    verdict, execution = verify(problem, candidate, reference, x, w)
+                    elapsed = time.perf_counter() - t0
                 rep = verdict.report
                 asm = ""
                 if profile and execution is not None:
-                    asm = profile_summary(kernel_profiles(execution.prepared))
+                    asm = profile_summary(kernel_profiles(execution.prepared, calls))
                 row = CheckRow(**base, status=verdict.status, reason=verdict.reason,
                                max_abs=rep.max_abs if rep else float("nan"),
                                max_rel=rep.max_rel if rep else float("nan"),

@@ -13,11 +13,13 @@ tests/data/asm/ holds real aarch64 output of numba (tools/arm64.sh) that the tes
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,14 +110,54 @@ def fp_profile(asm: str) -> FpProfile:
     return FpProfile(dict(packed_fma), dict(packed_other), scalar_fma, scalar_other)
 
 
-# (dispatcher, its signatures) -> assembly: the code of a signature never changes within a
+# (dispatcher, signatures) -> assembly: the code of a signature never changes within a
 # process, and each clone is a full compile (~25-50 s per kernel under qemu-user emulation,
 # where `convbench check --asm` profiles the same kernels on every layer)
 _ASM: dict[tuple[object, tuple[object, ...]], str] = {}
 
+# a dispatcher -> the argument types of the calls Python made to it (calls_recorded)
+Calls = dict[object, set[tuple[object, ...]]]
 
-def dispatcher_asm(dispatcher: object) -> str:
-    """Assembly of every signature a numba dispatcher has compiled, concatenated.
+
+@contextlib.contextmanager
+def calls_recorded() -> Iterator[Calls]:
+    """Within the block, record the argument types of every call Python makes to a numba
+    dispatcher: the signatures a variant's run dispatched to.
+
+    A dispatcher holds every signature compiled in the process, and kernels are shared
+    between variants (the own GEMM's macro-kernel: a C-ordered output for im2col, a strided
+    one for Strassen; the batched Winograd GEMM: a staged and a fused caller), so its code
+    read whole depends on what ran before (staged F(2x2) with the own GEMM: 40 packed FMAs
+    first, 70 after a fused variant, Zen 3).  numba resolves a call in C, so the record is
+    made by a ``__call__`` set on numba's Dispatcher class for the block's duration; a
+    kernel called from jitted code is not seen, but its caller's object code holds its
+    code for that call's signature."""
+    from numba.core.dispatcher import Dispatcher
+
+    calls: Calls = {}
+    original = Dispatcher.__call__
+    had_own = "__call__" in Dispatcher.__dict__
+
+    def recording_call(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if not kwargs:   # keyword calls: left unrecorded (every signature is read)
+            types = tuple(self.typeof_pyval(a) for a in args)
+            calls.setdefault(self, set()).add(types)
+        return original(self, *args, **kwargs)
+
+    Dispatcher.__call__ = recording_call  # type: ignore[method-assign]
+    try:
+        yield calls
+    finally:
+        if had_own:
+            Dispatcher.__call__ = original  # type: ignore[method-assign]
+        else:
+            del Dispatcher.__call__
+
+
+def dispatcher_asm(dispatcher: object,
+                   signatures: tuple[object, ...] | None = None) -> str:
+    """Assembly of ``signatures`` of a numba dispatcher (default: every signature it has
+    compiled), concatenated.
 
     Code compiled in this process is read as LLVM printed it.  numba will not show code it
     loaded from its on-disk cache; that code is read from the cache's object file instead,
@@ -127,7 +169,8 @@ def dispatcher_asm(dispatcher: object) -> str:
     """
     import numba
 
-    signatures = tuple(dispatcher.signatures)  # type: ignore[attr-defined]
+    if signatures is None:
+        signatures = tuple(dispatcher.signatures)  # type: ignore[attr-defined]
     if not signatures:
         raise ValueError("the dispatcher has compiled no signature yet: call it once first")
     overloads = dispatcher.overloads  # type: ignore[attr-defined]
@@ -137,7 +180,7 @@ def dispatcher_asm(dispatcher: object) -> str:
                          for sig in signatures)
     key = (dispatcher, signatures)
     if key not in _ASM:
-        text = cached_object_asm(dispatcher)
+        text = cached_object_asm(dispatcher, signatures)
         if text is None:
             options = {k: v for k, v in dispatcher.targetoptions.items()  # type: ignore[attr-defined]
                        if k not in ("cache", "nopython", "boundscheck")}
@@ -149,21 +192,25 @@ def dispatcher_asm(dispatcher: object) -> str:
     return _ASM[key]
 
 
-def cached_object_asm(dispatcher: object) -> str | None:
-    """The assembly of the object code numba's cache holds for each compiled signature of
-    ``dispatcher`` (the code it loaded and runs), as :func:`objdump_asm` writes it; None
-    where that cannot be read (no objdump on the PATH, no cache entry, an entry that is not
-    object code).  The entry is found as numba finds it when loading (the signature and the
-    code generator's CPU name and features): numba's private cache API, numba 0.6x."""
+def cached_object_asm(dispatcher: object,
+                      signatures: tuple[object, ...] | None = None) -> str | None:
+    """The assembly of the object code numba's cache holds for ``signatures`` of
+    ``dispatcher`` (default: each it has compiled; the code it loaded and runs), as
+    :func:`objdump_asm` writes it; None where that cannot be read (no objdump on the PATH,
+    no cache entry, an entry that is not object code).  The entry is found as numba finds
+    it when loading (the signature and the code generator's CPU name and features):
+    numba's private cache API, numba 0.6x."""
     objdump = shutil.which("objdump")
     cache = getattr(dispatcher, "_cache", None)
     cache_file = getattr(cache, "_cache_file", None)
     if objdump is None or cache_file is None:
         return None
+    if signatures is None:
+        signatures = tuple(dispatcher.signatures)  # type: ignore[attr-defined]
     texts = []
     try:
         codegen = dispatcher.targetctx.codegen()  # type: ignore[attr-defined]
-        for sig in dispatcher.signatures:  # type: ignore[attr-defined]
+        for sig in signatures:
             entry = cache_file.load(cache._index_key(sig, codegen))  # type: ignore[union-attr]
             # a CompileResult reduced for the cache: its library first, as
             # (name, "object", (object code, bitcode)) (numba.core.codegen)
@@ -286,12 +333,15 @@ def _module_dispatchers(prepared: object) -> list[object]:
             if isinstance(v, CPUDispatcher) and v.signatures] if module else []
 
 
-def kernel_profiles(prepared_or_kernels: object) -> list[KernelProfile]:
+def kernel_profiles(prepared_or_kernels: object,
+                    calls: Calls | None = None) -> list[KernelProfile]:
     """Per-kernel FP profiles of a :class:`~convbench.kernels.base.Prepared` (its
     ``hot_kernels()``; where it declares none, every compiled dispatcher of its module) or
     of an iterable of numba dispatchers.  Kernels must have run once (compiled a signature).
-    A dispatcher counts every signature it compiled in the process: a kernel shared by
-    several variants (the own GEMM's macro-kernel) holds each one's specialisation."""
+    With ``calls`` (:func:`calls_recorded` around the variant's run) a kernel is read at
+    the signatures its run called and no other; without, or for a kernel the run did not
+    call from Python, at every signature it compiled in the process: a kernel shared by
+    several variants (the own GEMM's macro-kernel) then holds each one's specialisation."""
     hot = getattr(prepared_or_kernels, "hot_kernels", None)
     if hot is not None:
         declared = hot()
@@ -299,8 +349,17 @@ def kernel_profiles(prepared_or_kernels: object) -> list[KernelProfile]:
                    else list(declared))
     else:
         kernels = list(prepared_or_kernels)  # type: ignore[call-overload]
-    return [KernelProfile(getattr(k, "__name__", repr(k)), fp_profile(dispatcher_asm(k)))
+    return [KernelProfile(getattr(k, "__name__", repr(k)),
+                          fp_profile(dispatcher_asm(k, _called(k, calls))))
             for k in kernels if getattr(k, "signatures", None)]
+
+
+def _called(kernel: object, calls: Calls | None) -> tuple[object, ...] | None:
+    """The compiled signatures of ``kernel`` that ``calls`` saw it called with, in compile
+    order; None (every signature) where it saw none of them."""
+    seen = (calls or {}).get(kernel, set())
+    called = tuple(sig for sig in kernel.signatures if sig in seen)  # type: ignore[attr-defined]
+    return called or None
 
 
 def profile_columns(profiles: list[KernelProfile]) -> dict[str, float | str]:
