@@ -125,10 +125,10 @@ def calls_recorded() -> Iterator[Calls]:
     dispatcher: the signatures a variant's run dispatched to.
 
     A dispatcher holds every signature compiled in the process, and kernels are shared
-    between variants (the own GEMM's macro-kernel: a C-ordered output for im2col, a strided
-    one for Strassen; the batched Winograd GEMM: a staged and a fused caller), so its code
-    read whole depends on what ran before (staged F(2x2) with the own GEMM: 40 packed FMAs
-    first, 70 after a fused variant, Zen 3).  numba resolves a call in C, so the record is
+    between variants (the own GEMM's macro-kernel: a C-ordered output for im2col, strided
+    quadrants for Strassen), so its code read whole depends on what ran before (im2col's
+    own GEMM on a 256-channel 1x1 layer: 36 packed FMAs alone, 72 after a Strassen variant,
+    Zen 3).  numba resolves a call in C, so the record is
     made by a ``__call__`` set on numba's Dispatcher class for the block's duration; a
     kernel called from jitted code is not seen, but its caller's object code holds its
     code for that call's signature."""
