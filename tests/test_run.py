@@ -126,6 +126,26 @@ def test_table_has_documented_columns_and_dtypes(tiny_run):
     assert list(csv["case_id"]) == list(table["case_id"])
 
 
+def test_each_case_carries_the_static_profile_of_the_code_it_ran(tiny_run):
+    """Read by the timing worker from the code its run called (kernels/asm.py): direct's
+    one kernel with packed FMAs; im2col's BLAS variant, whose arithmetic is BLAS's, only its
+    unfold on the 3x3 layer and nothing of ours on the 1x1 (no unfold there)."""
+    table = store.load(tiny_run).table.set_index(["layer", "variant"])
+    for layer in ("conv3x3", "conv1x1"):
+        for layout in ("nchw", "nhwc"):
+            row = table.loc[(layer, f"direct/{layout}")]
+            assert row["asm_kernels"] == f"_direct_{layout}:vectorised", row["asm_kernels"]
+            assert row["asm_vectorisation"] == "vectorised"
+            assert row[["asm_packed_fma_128", "asm_packed_fma_256",
+                        "asm_packed_fma_512"]].sum() > 0
+            assert row["asm_profile"].startswith("vectorised: ")
+            assert re.search(r"\d+ x \d+-bit FMA", row["asm_profile"]), row["asm_profile"]
+    assert table.loc[("conv3x3", "im2col/nhwc/gemm=blas"), "asm_kernels"].startswith(
+        "_unfold_nhwc:")
+    blas_1x1 = table.loc[("conv1x1", "im2col/nhwc/gemm=blas")]
+    assert blas_1x1["asm_vectorisation"] == "no jitted kernel" and blas_1x1["asm_kernels"] == ""
+
+
 def test_values_long_form(tiny_run):
     res = store.load(tiny_run)
     values = res.values

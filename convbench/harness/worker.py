@@ -99,7 +99,7 @@ def run_job(job: Job, channel: Channel) -> None:
     from convbench.harness import timer
     from convbench.harness.inputs import make_inputs
     from convbench.harness.verify import verify
-    from convbench.kernels import registry
+    from convbench.kernels import asm, registry
     from convbench.kernels.base import Variant
     from convbench.kernels.reference import Reference
     from convbench.spec.problem import ConvProblem
@@ -141,7 +141,12 @@ def run_job(job: Job, channel: Channel) -> None:
                 continue
             variant = Variant.of(spec.algorithm, spec.layout, spec.params)
             channel.enter(spec.case_id, "verify")
-            verdict, execution = verify(problem, variant, reference, x, w)
+            # The static profile is the same code in every process: the first measuring
+            # process reads it (pooled rows keep its figures); never under a simulation,
+            # whose counts the reading would move, nor in a worker that is thrown away.
+            profile = not (job.count_only or job.process or throwaway)
+            with asm.calls_recorded() if profile else contextlib.nullcontext({}) as calls:
+                verdict, execution = verify(problem, variant, reference, x, w)
             figures: dict[str, Any] = {**_error_fields(verdict.report),
                                        "prepare_s": verdict.prepare_seconds, "cpus": cpus,
                                        "compile_width": job.compile_width}
@@ -157,6 +162,8 @@ def run_job(job: Job, channel: Channel) -> None:
                            packed_weight_bytes=prepared.packed_weight_bytes,
                            info=json.dumps(prepared.info(), sort_keys=True),
                            first_call_s=verdict.first_call_seconds)
+            if profile and not (watch.compiled and job.restart_if_compiled):
+                figures.update(asm.static_profile(prepared, calls))
             alive.append((spec.case_id, execution, figures))
             variants[spec.case_id] = variant
         watch.stop()

@@ -154,8 +154,12 @@ def calls_recorded() -> Iterator[Calls]:
             del Dispatcher.__call__
 
 
-def dispatcher_asm(dispatcher: object,
-                   signatures: tuple[object, ...] | None = None) -> str:
+class AsmUnreadable(RuntimeError):
+    """Cached code whose object cannot be read, where compiling it again is not allowed."""
+
+
+def dispatcher_asm(dispatcher: object, signatures: tuple[object, ...] | None = None,
+                   recompile: bool = True) -> str:
     """Assembly of ``signatures`` of a numba dispatcher (default: every signature it has
     compiled), concatenated.
 
@@ -165,7 +169,8 @@ def dispatcher_asm(dispatcher: object,
     ~10 ms), and only where that cannot be done (no objdump, a cache numba's internals no
     longer open the same way) compiled again, uncached, with the same options and
     signatures, once per process and set of signatures (1.3-6.2 s a kernel here, 25-50 s
-    under qemu-user emulation).
+    under qemu-user emulation); with ``recompile`` False that case raises
+    :class:`AsmUnreadable` instead (a timing worker, which must not spend seconds on it).
     """
     import numba
 
@@ -181,6 +186,10 @@ def dispatcher_asm(dispatcher: object,
     key = (dispatcher, signatures)
     if key not in _ASM:
         text = cached_object_asm(dispatcher, signatures)
+        if text is None and not recompile:
+            why = ("no objdump on the PATH" if shutil.which("objdump") is None
+                   else "numba's cache entry could not be read as object code")
+            raise AsmUnreadable(f"{getattr(dispatcher, '__name__', dispatcher)}: {why}")
         if text is None:
             options = {k: v for k, v in dispatcher.targetoptions.items()  # type: ignore[attr-defined]
                        if k not in ("cache", "nopython", "boundscheck")}
@@ -333,15 +342,16 @@ def _module_dispatchers(prepared: object) -> list[object]:
             if isinstance(v, CPUDispatcher) and v.signatures] if module else []
 
 
-def kernel_profiles(prepared_or_kernels: object,
-                    calls: Calls | None = None) -> list[KernelProfile]:
+def kernel_profiles(prepared_or_kernels: object, calls: Calls | None = None,
+                    recompile: bool = True) -> list[KernelProfile]:
     """Per-kernel FP profiles of a :class:`~convbench.kernels.base.Prepared` (its
     ``hot_kernels()``; where it declares none, every compiled dispatcher of its module) or
     of an iterable of numba dispatchers.  Kernels must have run once (compiled a signature).
     With ``calls`` (:func:`calls_recorded` around the variant's run) a kernel is read at
     the signatures its run called and no other; without, or for a kernel the run did not
     call from Python, at every signature it compiled in the process: a kernel shared by
-    several variants (the own GEMM's macro-kernel) then holds each one's specialisation."""
+    several variants (the own GEMM's macro-kernel) then holds each one's specialisation.
+    ``recompile``: as :func:`dispatcher_asm`."""
     hot = getattr(prepared_or_kernels, "hot_kernels", None)
     if hot is not None:
         declared = hot()
@@ -350,7 +360,7 @@ def kernel_profiles(prepared_or_kernels: object,
     else:
         kernels = list(prepared_or_kernels)  # type: ignore[call-overload]
     return [KernelProfile(getattr(k, "__name__", repr(k)),
-                          fp_profile(dispatcher_asm(k, _called(k, calls))))
+                          fp_profile(dispatcher_asm(k, _called(k, calls), recompile)))
             for k in kernels if getattr(k, "signatures", None)]
 
 
@@ -402,3 +412,14 @@ def profile_summary(profiles: list[KernelProfile]) -> str:
     scalar = int(cols["asm_scalar_fp"])
     detail = ", ".join(filter(None, [fmas, f"{scalar} scalar FP" if scalar else ""]))
     return f"{cols['asm_vectorisation']}: {detail}" if detail else str(cols["asm_vectorisation"])
+
+
+def static_profile(prepared: object, calls: Calls) -> dict[str, float | str]:
+    """A measured case's static profile as result columns (:func:`profile_columns` and
+    ``asm_profile``, the :func:`profile_summary` line), read from the code its run called
+    (``calls``) without compiling anything; ``asm_reason`` alone where it cannot be read."""
+    try:
+        profiles = kernel_profiles(prepared, calls, recompile=False)
+    except AsmUnreadable as exc:
+        return {"asm_reason": str(exc)}
+    return {**profile_columns(profiles), "asm_profile": profile_summary(profiles)}

@@ -66,7 +66,7 @@ def best_by_algorithm(table: pd.DataFrame) -> pd.DataFrame:
     cols = ["layer", "threads", "algorithm", "variant", "vector_width", "median_s",
             "ci_low_s", "ci_high_s", "gflops", "peak_share", "roofline_share",
             "roofline_level", "speedup_vs_direct",
-            "speedup_vs_baseline", "layer_count", "flops", "compulsory_bytes"]
+            "speedup_vs_baseline", "asm_profile", "layer_count", "flops", "compulsory_bytes"]
     return out[[c for c in cols if c in out.columns]].reset_index(drop=True)
 
 
