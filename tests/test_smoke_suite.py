@@ -35,6 +35,22 @@ def test_every_algorithm_family_runs(smoke):
         assert reasons and all("not installed" in r for r in reasons), (name, reasons)
 
 
+def test_every_own_ok_case_has_vectorised_code_and_no_library_is_read(smoke):
+    """The static profile of each own variant the smoke suite runs (BLAS-only ones
+    excepted: "no jitted kernel"); library baselines are not numba code and have none."""
+    from convbench.kernels import registry
+
+    _done, frame, _out = smoke
+    ok = frame[frame["status"] == "ok"]
+    library = ok["algorithm"].map(lambda name: registry.get(name).baseline)
+    assert ok.loc[library, "asm_vectorisation"].isna().all()
+    own = ok[~library]
+    verdicts = set(own["asm_vectorisation"])
+    assert verdicts <= {"vectorised", "no jitted kernel"}, own[["variant", "asm_profile"]]
+    blas_only = own[own["asm_vectorisation"] == "no jitted kernel"]
+    assert len(blas_only) and blas_only["variant"].str.contains("gemm=blas").all(), blas_only
+
+
 def test_own_gemm_and_blas_both_run(smoke):
     """im2col is two families in one: BLAS sgemm and convbench's own packed GEMM."""
     _done, frame, _out = smoke

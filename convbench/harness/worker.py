@@ -143,8 +143,10 @@ def run_job(job: Job, channel: Channel) -> None:
             channel.enter(spec.case_id, "verify")
             # The static profile is the same code in every process: the first measuring
             # process reads it (pooled rows keep its figures); never under a simulation,
-            # whose counts the reading would move, nor in a worker that is thrown away.
-            profile = not (job.count_only or job.process or throwaway)
+            # whose counts the reading would move, nor in a worker that is thrown away,
+            # nor for a library baseline (its code is not numba's).
+            profile = not (job.count_only or job.process or throwaway
+                           or registry.get(spec.algorithm).baseline)
             with asm.calls_recorded() if profile else contextlib.nullcontext({}) as calls:
                 verdict, execution = verify(problem, variant, reference, x, w)
             figures: dict[str, Any] = {**_error_fields(verdict.report),

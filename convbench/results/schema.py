@@ -30,8 +30,9 @@ saying why where one exists (counters).  Counter columns added by the counters b
 named ``ctr_<event>`` (raw counts per call) and derived metrics by their names in
 :data:`COUNTER_METRICS`.  The static vector profile of the code each ok case ran
 (``convbench.kernels.asm.static_profile``, read once per case by its first timing worker
-process) adds ``asm_vectorisation`` ("vectorised", "not vectorised", "no FP", "no jitted
-kernel": a library's code is not read), ``asm_profile`` (one line, as ``convbench check
+process; not for library baselines, whose code is not numba's) adds ``asm_vectorisation``
+("vectorised", "not vectorised", "no FP", "no jitted kernel": an own variant that leaves the
+arithmetic to BLAS), ``asm_profile`` (one line, as ``convbench check
 --asm`` prints it), ``asm_packed_fma_{64,128,256,512,sve}`` and ``asm_scalar_fp``
 (instruction counts in the code, not executed counts), ``asm_kernels`` (kernel:verdict
 pairs) or, where the code could not be read without compiling it again, ``asm_reason``.
