@@ -384,3 +384,30 @@ def test_says_per_variant_whether_kernel_code_changed(tmp_path: Path, gate) -> N
     _, text, _ = gate([base, cur])
     row = next(line for line in text.splitlines() if "conv1|direct/nchw|t1|vauto" in line)
     assert row.rstrip().endswith("changed")
+
+
+def test_says_where_the_same_source_compiled_to_other_vector_code(tmp_path: Path,
+                                                                  gate) -> None:
+    """Same kernel source, other compiled code (the asm_profile a run records): a numba or
+    LLVM upgrade that stopped vectorising shows in the code column and in a note with both
+    profiles; a side without a profile (a library, an older run) says nothing."""
+    packed = {"extra": {"asm_profile": "vectorised: 36 x 256-bit FMA, 5 scalar FP"}}
+    scalar = {"extra": {"asm_profile": "not vectorised: 41 scalar FP"}}
+    base = _run(tmp_path, "base", _cases(c0=packed, c2=packed), 1)
+    cur = _run(tmp_path, "cur", _cases(c0=scalar, c2=packed), 1)
+    code, out, _ = gate([base, cur, "--format", "json"])
+    report = json.loads(out)
+    by_case = {v["case_id"]: v for v in report["variants"]}
+    first, third = "conv1|direct/nchw|t1|vauto", "conv2|direct/nchw|t2|vauto"
+    assert by_case[first]["kernel_code"] == "same, vector code changed"
+    assert by_case[first]["vector_code"] == {
+        "changed": True, "baseline": packed["extra"]["asm_profile"],
+        "current": scalar["extra"]["asm_profile"]}
+    assert by_case[third]["kernel_code"] == "same" and not by_case[third]["vector_code"][
+        "changed"]
+    assert by_case[SLOW_ID]["kernel_code"] == "same" and by_case[SLOW_ID]["vector_code"] is None
+    assert report["notes"][-1] == (f"{first}: vector code changed: vectorised: 36 x 256-bit "
+                                   "FMA, 5 scalar FP -> not vectorised: 41 scalar FP")
+    assert code == 0   # a note, not a verdict: the times decide
+    _, text, _ = gate([base, cur])
+    assert "note: conv1|direct/nchw|t1|vauto: vector code changed" in text

@@ -76,6 +76,17 @@ class VariantResult:
         return None if not all(versions) else versions[0] != versions[1]
 
     @property
+    def vector_code_changed(self) -> bool | None:
+        """Whether the static profile of the code differs between the runs (packed FMAs by
+        width, scalar FP, the verdict): a numba or LLVM upgrade that stopped vectorising a
+        loop shows here with the kernel's own source unchanged.  None: a side lacks it
+        (runs before the asm_* columns, a library baseline, pyperf files)."""
+        if self.baseline is None or self.current is None:
+            return None
+        profiles = self.baseline.vector_code, self.current.vector_code
+        return None if not all(profiles) else profiles[0] != profiles[1]
+
+    @property
     def instruction_verdict(self) -> str | None:
         return self.instructions.verdict if self.instructions else None
 
@@ -178,6 +189,9 @@ def compare_runs(baseline: str | Path, current: str | Path, *,
     if column is None and base_side.kind == "results":
         comparison.notes.append("no simulated instruction counts in both runs: "
                                 "deterministic mode off")
+    comparison.notes += [f"{r.sample.case_id}: vector code changed: "
+                         f"{r.baseline.vector_code} -> {r.current.vector_code}"
+                         for r in results if r.vector_code_changed]
     return comparison
 
 

@@ -59,6 +59,7 @@ class Sample:
     descriptor: str = ""                   # the problem measured ("" when not recorded)
     kernel_version: str = ""               # hash of the kernel's code ("" when unknown)
     cache_model: str = ""                  # whose caches sim counts model ("" unknown)
+    vector_code: str = ""                  # static profile line, asm_profile ("" unknown)
 
     @property
     def ok(self) -> bool:
@@ -167,7 +168,8 @@ def results_side(run: Any, instruction_column: str | None) -> Side:
             instructions=_as_float(row.get(instruction_column)) if instruction_column
             else float("nan"), descriptor=_text(row.get("descriptor")),
             kernel_version=_text(row.get("kernel_version")),
-            cache_model=_text(row.get("cache_model")))
+            cache_model=_text(row.get("cache_model")),
+            vector_code=_text(row.get("asm_profile")))
     env = {k: v for k, v in _flatten(run.environment) if _watched(k)}
     env.update({f"manifest.{k}": v for k, v in run.manifest.items() if "version" in k})
     suite_copy = path / schema.SUITE_COPY

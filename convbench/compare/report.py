@@ -38,6 +38,9 @@ def record(r: VariantResult, fail_on: str) -> dict[str, Any]:
         "case_id": s.case_id, "layer": s.layer, "variant": s.variant, "threads": s.threads,
         "vector_width": s.vector_width, "state": r.state, "verdict": verdict_text(r),
         "fails": r.fails(fail_on), "kernel_code": _code_text(r),
+        "vector_code": None if r.vector_code_changed is None else {
+            "changed": r.vector_code_changed, "baseline": r.baseline.vector_code,
+            "current": r.current.vector_code},
         "baseline": None if r.baseline is None else {
             "status": r.baseline.status, "reason": r.baseline.reason,
             "median_s": _median(r.baseline.values)},
@@ -59,8 +62,11 @@ def record(r: VariantResult, fail_on: str) -> dict[str, Any]:
 
 
 def _code_text(r: VariantResult) -> str:
-    """Whether the kernel's code changed between the runs: changed, same or unknown."""
-    return {True: "changed", False: "same", None: "unknown"}[r.code_changed]
+    """Whether the kernel's code changed between the runs: changed, same or unknown, and
+    whether its compiled vector code did ("same, vector code changed": the source is the
+    same, what numba made of it is not; the notes give both profiles)."""
+    text = {True: "changed", False: "same", None: "unknown"}[r.code_changed]
+    return f"{text}, vector code changed" if r.vector_code_changed else text
 
 
 def _time_dict(t: decision.TimeDecision) -> dict[str, Any]:
