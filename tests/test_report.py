@@ -136,6 +136,39 @@ def test_best_variant_and_speedups_are_right(tmp_path):
     assert set(best.xs("direct", level="algorithm")["variant"]) == {"direct/nhwc"}
 
 
+def test_own_code_that_is_not_vectorised_is_named_in_the_summary_and_report(tmp_path):
+    """A run's rows carry each case's static profile; an own case whose code is not
+    vectorised is a warning in the closing summary and a table of the report (a library
+    row and a vectorised one are not listed)."""
+    from convbench.report.summary import run_summary
+    from tests.results_factory import write_results
+
+    vectorised = {"asm_vectorisation": "vectorised",
+                  "asm_profile": "vectorised: 4 x 256-bit FMA"}
+    scalar = {"asm_vectorisation": "not vectorised",
+              "asm_profile": "not vectorised: 4 scalar FP"}
+    run = write_results(tmp_path / "r", [
+        {"layer": "conv1", "algorithm": "direct", "layout": "nchw", "median": 2e-3,
+         "extra": scalar},
+        {"layer": "conv1", "algorithm": "direct", "layout": "nhwc", "median": 1e-3,
+         "extra": vectorised},
+        {"layer": "conv1", "algorithm": "onednn", "layout": "nchw", "median": 1e-3,
+         "baseline": True}])
+    table = load_results(run).table
+    found = aggregate.not_vectorised(table)
+    assert list(found["variant"]) == ["direct/nchw"]
+    assert list(found["asm_profile"]) == ["not vectorised: 4 scalar FP"]
+    text = run_summary(table)
+    assert "warning: 1 own case(s) ran code whose arithmetic is not vectorised" in text
+    assert "  conv1 direct/nchw t1: not vectorised: 4 scalar FP" in text
+    best = aggregate.best_by_algorithm(table).set_index("algorithm")
+    assert best.loc["direct", "asm_profile"] == vectorised["asm_profile"]
+    build_report([run], tmp_path / "out")
+    _assert_table_matches(_parse(tmp_path / "out" / "index.html").tables["not_vectorised-0"],
+                          found)
+    assert aggregate.not_vectorised(load_results(sample_run(tmp_path / "old")).table).empty
+
+
 def test_network_totals_are_count_weighted(tmp_path):
     table = load_results(sample_run(tmp_path / "r")).table
     totals = aggregate.network_totals(table).set_index(["threads", "plan"])

@@ -300,6 +300,25 @@ def flagged_shares(table: pd.DataFrame) -> pd.DataFrame:
                    ].reset_index(drop=True)
 
 
+NOT_VECTORISED = "not vectorised"
+
+
+def not_vectorised(table: pd.DataFrame) -> pd.DataFrame:
+    """Ok own cases whose code, as the run read it (the asm_* columns), is "not vectorised"
+    (kernels.asm.FpProfile.vectorised: multiply-adds none of them packed, or FP arithmetic
+    with no packed instruction at all): a kernel several times below what its source should
+    give, whatever made numba compile it so (an LLVM upgrade, NUMBA_OPT=0, or a cache
+    filled under it: numba's cache key does not hold the optimisation level, so later runs
+    load that code; the direct kernels of the tiny test suite ran at 0.04-0.06 GFLOP/s
+    that way, Zen 3)."""
+    columns = ["layer", "variant", "threads", "vector_width", "gflops", "asm_profile"]
+    if "asm_vectorisation" not in table:
+        return pd.DataFrame(columns=columns)
+    found = ok_rows(table)
+    found = found[found["asm_vectorisation"].fillna("").astype(str) == NOT_VECTORISED]
+    return found[columns].reset_index(drop=True)
+
+
 def counter_columns(table: pd.DataFrame) -> list[str]:
     """Counter metrics (schema.COUNTER_METRICS) with at least one figure in the table."""
     return [m for m in schema.COUNTER_METRICS if m in table and table[m].notna().any()]

@@ -163,8 +163,9 @@ def _environments(runs: Loaded) -> dict[str, dict[str, str]]:
 # The reading order: the answer, then how each layer gets there, then the evidence, then
 # the details; the environment comes last (it matters when numbers disagree, not before).
 LEAD, DETAIL = ("versus", "plan", "network", "best"), ("sensitivity", "scaling",
-                                                       "share_flags", "failures",
-                                                       "counters", "counters_missing")
+                                                       "share_flags", "not_vectorised",
+                                                       "failures", "counters",
+                                                       "counters_missing")
 
 
 NETWORK_TITLE = "Network pass"

@@ -128,6 +128,21 @@ def flag_lines(table: pd.DataFrame) -> list[str]:
     return lines
 
 
+def vector_lines(table: pd.DataFrame) -> list[str]:
+    """How many own cases ran code that is not vectorised (aggregate.not_vectorised), and
+    the first few."""
+    found = aggregate.not_vectorised(table)
+    if found.empty:
+        return []
+    lines = [f"warning: {len(found)} own case(s) ran code whose arithmetic is not vectorised "
+             "(asm_profile column; `convbench check --asm` reads any variant's):"]
+    lines += [f"  {r.layer} {r.variant} t{r.threads}: {r.asm_profile}"
+              for r in found.head(MAX_REPRODUCERS // 4).itertuples(index=False)]
+    if len(found) > MAX_REPRODUCERS // 4:
+        lines.append(f"  ... and {len(found) - MAX_REPRODUCERS // 4} more")
+    return lines
+
+
 def reproducer_lines(table: pd.DataFrame) -> list[str]:
     """The command that reproduces each broken case alone (at most MAX_REPRODUCERS)."""
     broken = table[table["status"].isin([s.value for s in BROKEN])]
@@ -169,6 +184,7 @@ def run_summary(table: pd.DataFrame, path: Path | None = None) -> str:
     if without:
         lines.append(f"no ok case for: {', '.join(without)}")
     lines += flag_lines(table)
+    lines += vector_lines(table)
     lines += aggregate.cache_model_captions(table)
     counts = table["status"].value_counts()
     lines.append("cases: " + (", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts)

@@ -60,6 +60,12 @@ PER_RUN = (
             "kernel beats is not a bound, so the share is left out and the flag says which "
             "and by how much (re-measure the host with `convbench machine`).",
             aggregate.flagged_shares),
+    Section("not_vectorised", "Own variants whose code is not vectorised",
+            "Ok own cases whose compiled code (the static profile each run records: "
+            "asm_profile) is not vectorised: its multiply-adds, or its FP arithmetic, use "
+            "no packed instruction; such a kernel runs several times below what its source "
+            "should give.  `convbench check "
+            "--asm` reads the same profile for any variant.", aggregate.not_vectorised),
     Section("failures", "Failed and skipped variants", "Every case that is not ok, with "
             "its reason.", aggregate.failures),
     Section("counters", "Counter figures",
