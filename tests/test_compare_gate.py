@@ -66,15 +66,24 @@ def test_one_sided_variants_are_listed(tmp_path: Path) -> None:
 def test_host_and_version_differences_warn(tmp_path: Path) -> None:
     base = _run(tmp_path, "base", CASES, 1, host="ci-a")
     cur = _run(tmp_path, "cur", CASES, 2, host="ci-b")
-    for run, numba in ((base, "0.60.0"), (cur, "0.61.2")):
+    for run, numba, opt in ((base, "0.60.0", 3), (cur, "0.61.2", 0)):
         env = json.loads((run / "environment.json").read_text())
         env["versions"] = {"numba": numba, "numpy": "2.1.0"}
         env["load"] = 1.5 if run is base else 0.2  # volatile: no warning
+        # numba's code settings as workers report them (NUMBA_OPT=0 in the current run);
+        # a setting one side did not record (an older run) is no warning
+        env["workers"] = {"t1/vauto": {"numba_config": {"OPT": opt, "LOOP_VECTORIZE": 1},
+                                       "cpus": str(opt)}}
+        if run is cur:
+            env["workers"]["t1/vauto"]["numba_config"].pop("LOOP_VECTORIZE")
         (run / "environment.json").write_text(json.dumps(env))
     warnings = compare_runs(base, cur).warnings
     assert any("host" in w and "'ci-a'" in w and "'ci-b'" in w for w in warnings)
     assert any("versions.numba" in w and "0.61.2" in w for w in warnings)
-    assert not any("numpy" in w or "load" in w for w in warnings)
+    assert ("different numba setting: workers.t1/vauto.numba_config.OPT is 3 in the baseline, "
+            "0 in the current run") in warnings
+    assert not any(word in w for w in warnings
+                   for word in ("numpy", "load", "LOOP_VECTORIZE", "cpus"))
 
 
 def test_reference_normalised_values_are_used(pair) -> None:

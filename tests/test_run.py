@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numba
 import numpy as np
 import pandas as pd
 import pytest
@@ -78,6 +79,8 @@ def test_directory_has_every_file(tiny_run):
     measured = pd.read_parquet(tiny_run / schema.RESULTS_PARQUET).query("status != 'skip'")
     assert set(measured["cpus"]) == {pinned}
     assert env["workers"]["t1/vauto"]["numba_threading_layer"]
+    # numba's code settings, which compare watches (NUMBA_OPT=0 compiles scalar code)
+    assert env["workers"]["t1/vauto"]["numba_config"]["OPT"] == int(numba.config.OPT)
     # every BLAS/OpenMP pool at the case's thread count, OpenBLAS settled before timing
     assert {lib["num_threads"] for lib in env["workers"]["t1/vauto"]["blas"]} == {"1"}
     assert env["workers"]["t1/vauto"]["blas_settled_by"] == f"sgemm {SETTLE_N}^3"

@@ -105,11 +105,12 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, A
 
 
 def _watched(key: str) -> bool:
-    """Host identity and library versions: differences there change what a time means."""
+    """Host identity, library versions and numba's code settings (a worker's numba_config:
+    NUMBA_OPT and the like): differences there change what a time means."""
     parts = key.lower().split(".")
     return (parts[-1] in HOST_KEYS or "version" in parts[-1]
-            or any(p in ("versions", "libraries", "library_versions", "packages")
-                   for p in parts[:-1]))
+            or any(p in ("versions", "libraries", "library_versions", "packages",
+                         "numba_config") for p in parts[:-1]))
 
 
 def _text(x: Any) -> str:
@@ -247,8 +248,10 @@ def environment_warnings(base: Side, cur: Side) -> list[str]:
     warnings = []
     for key in sorted(set(base.environment) | set(cur.environment)):
         a, b = base.environment.get(key), cur.environment.get(key)
-        if a != b:
-            what = "host" if key.split(".")[-1].lower() in HOST_KEYS else "version"
+        setting = ".numba_config." in key.lower()
+        if a != b and not (setting and None in (a, b)):  # runs before it was recorded
+            what = ("host" if key.split(".")[-1].lower() in HOST_KEYS
+                    else "numba setting" if setting else "version")
             warnings.append(f"different {what}: {key} is {a!r} in the baseline, {b!r} in the "
                             f"current run")
     return warnings

@@ -113,6 +113,7 @@ def run_job(job: Job, channel: Channel) -> None:
         "threads": threads, "numba_threads": numba.get_num_threads(), "cpus": cpus,
         "vector_width": job.vector_width, "compile_width": job.compile_width,
         FEATURES_ENV: os.environ.get(FEATURES_ENV, ""),
+        "numba_config": _numba_config(numba),
         "spin": {k: os.environ.get(k, "")
                  for k in ("OPENBLAS_THREAD_TIMEOUT", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")},
         "blas": [{k: str(v) for k, v in lib.items()}
@@ -227,6 +228,19 @@ def run_job(job: Job, channel: Channel) -> None:
                                 ref_values=list(ref_entry.values), loops=entry.loops))
     finally:
         session.close()
+
+
+# numba settings (from NUMBA_* variables) that change the machine code of the same source;
+# compare warns when two runs differ in one (compare.match)
+NUMBA_CODE_SETTINGS = ("OPT", "LOOP_VECTORIZE", "SLP_VECTORIZE", "ENABLE_AVX", "BOUNDSCHECK",
+                       "DISABLE_JIT", "CPU_NAME")
+
+
+def _numba_config(numba: Any) -> dict[str, Any]:
+    """The settings as JSON values (OPT is an int subclass that prints as _OptLevel(3))."""
+    values = {name: getattr(numba.config, name, None) for name in NUMBA_CODE_SETTINGS}
+    return {name: int(v) if isinstance(v, int) and not isinstance(v, bool) else v
+            for name, v in values.items()}
 
 
 def _threading_layer(numba: Any) -> str:

@@ -13,7 +13,8 @@ directory holds::
                        limits (peak GFLOP/s, bandwidth) when known, perf availability, load,
                        the host checks of ``convbench system`` ("system") and the busy
                        warning the run printed ("busy_warning", null when none), each
-                       worker's settings ("workers": threads, pinned "cpus", ...), the git
+                       worker's settings ("workers": threads, pinned "cpus", numba's code settings
+                       "numba_config" (NUMBA_OPT and the like), ...), the git
                        commit of the convbench checkout that ran ("git_commit", null
                        without one) and, in a farm run's host directory, the worker's
                        name ("farm_host", convbench.farm.layout)
