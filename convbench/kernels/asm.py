@@ -128,10 +128,10 @@ def calls_recorded() -> Iterator[Calls]:
     between variants (the own GEMM's macro-kernel: a C-ordered output for im2col, strided
     quadrants for Strassen), so its code read whole depends on what ran before (im2col's
     own GEMM on a 256-channel 1x1 layer: 36 packed FMAs alone, 72 after a Strassen variant,
-    Zen 3).  numba resolves a call in C, so the record is
-    made by a ``__call__`` set on numba's Dispatcher class for the block's duration; a
-    kernel called from jitted code is not seen, but its caller's object code holds its
-    code for that call's signature."""
+    Zen 3).  numba resolves a call in C, so the record is made by a ``__call__`` set on
+    numba's Dispatcher class for the block's duration (a Python frame more per call: only
+    around a verifying call, never a timed one).  A kernel called from jitted code is not
+    seen, but its caller's object code holds its code for that call's signature."""
     from numba.core.dispatcher import Dispatcher
 
     calls: Calls = {}
