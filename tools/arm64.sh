@@ -108,9 +108,12 @@ bootstrap() {
     mounted_under_root && die "$ROOT has mounts under it; unmount them first"
     rm -rf "$ROOT"
     mkdir -p "$(dirname "$ROOT")"
-    echo "debootstrap $SUITE arm64 (minbase + python3) from $MIRROR into $ROOT"
+    echo "debootstrap $SUITE arm64 (minbase + python3, binutils) from $MIRROR into $ROOT"
+    # binutils: objdump, which reads the code numba loaded from its cache for the static
+    # vector profile (kernels/asm.py); without it `check --asm` compiles each kernel again
+    # (25-50 s under emulation) and a run's rows get no profile
     debootstrap --arch=arm64 --variant=minbase \
-        --include=python3,python3-venv,ca-certificates "$SUITE" "$ROOT" "$MIRROR"
+        --include=python3,python3-venv,ca-certificates,binutils "$SUITE" "$ROOT" "$MIRROR"
     mkdir -p "$STATE"
     date -u +%FT%TZ > "$STATE/debootstrap"
 }
@@ -153,6 +156,17 @@ sync_checkout() {
     echo "copied $(find "$ROOT$SRC" -type f | wc -l) files of $REPO to $ROOT$SRC"
 }
 
+root_binutils() {
+    # a root built before binutils was in the list gets it here, once
+    if in_root sh -c 'command -v objdump' >/dev/null; then
+        echo "objdump present: $(in_root objdump --version | head -1)"
+        return
+    fi
+    in_root apt-get update -q
+    in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        binutils
+}
+
 python_packages() {
     # reinstalled when pyproject.toml changes (its dependency list lives there)
     local want
@@ -176,6 +190,7 @@ setup() {
     step "arm64 root" bootstrap
     step "mount /proc /sys /dev in the root" mount_root
     step "copy the checkout" sync_checkout
+    step "objdump in the root" root_binutils
     step "python packages" python_packages
 }
 
