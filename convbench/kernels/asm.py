@@ -417,9 +417,10 @@ def profile_summary(profiles: list[KernelProfile]) -> str:
 def static_profile(prepared: object, calls: Calls) -> dict[str, float | str]:
     """A measured case's static profile as result columns (:func:`profile_columns` and
     ``asm_profile``, the :func:`profile_summary` line), read from the code its run called
-    (``calls``) without compiling anything; ``asm_reason`` alone where it cannot be read."""
+    (``calls``) without compiling anything; ``asm_reason`` alone where it cannot be read
+    (a profile that fails is a missing column, never a lost measurement)."""
     try:
         profiles = kernel_profiles(prepared, calls, recompile=False)
-    except AsmUnreadable as exc:
-        return {"asm_reason": str(exc)}
+    except (AsmUnreadable, OSError, subprocess.SubprocessError, ValueError) as exc:
+        return {"asm_reason": f"{type(exc).__name__}: {exc}"}
     return {**profile_columns(profiles), "asm_profile": profile_summary(profiles)}

@@ -64,8 +64,8 @@ PER_RUN = (
             "Ok own cases whose compiled code (the static profile each run records: "
             "asm_profile) is not vectorised: its multiply-adds, or its FP arithmetic, use "
             "no packed instruction; such a kernel runs several times below what its source "
-            "should give.  `convbench check "
-            "--asm` reads the same profile for any variant.", aggregate.not_vectorised),
+            "should give.  `convbench check --asm` reads the same profile for any variant.",
+            aggregate.not_vectorised),
     Section("failures", "Failed and skipped variants", "Every case that is not ok, with "
             "its reason.", aggregate.failures),
     Section("counters", "Counter figures",

@@ -13,9 +13,9 @@ directory holds::
                        limits (peak GFLOP/s, bandwidth) when known, perf availability, load,
                        the host checks of ``convbench system`` ("system") and the busy
                        warning the run printed ("busy_warning", null when none), each
-                       worker's settings ("workers": threads, pinned "cpus", numba's code settings
-                       "numba_config" (NUMBA_OPT and the like), ...), the git
-                       commit of the convbench checkout that ran ("git_commit", null
+                       worker's settings ("workers": threads, pinned "cpus", numba's
+                       code settings "numba_config" (NUMBA_OPT and the like), ...), the
+                       git commit of the convbench checkout that ran ("git_commit", null
                        without one) and, in a farm run's host directory, the worker's
                        name ("farm_host", convbench.farm.layout)
     suite.yaml         a copy of the suite that was run
@@ -33,10 +33,10 @@ named ``ctr_<event>`` (raw counts per call) and derived metrics by their names i
 (``convbench.kernels.asm.static_profile``, read once per case by its first timing worker
 process; not for library baselines, whose code is not numba's) adds ``asm_vectorisation``
 ("vectorised", "not vectorised", "no FP", "no jitted kernel": an own variant that leaves the
-arithmetic to BLAS), ``asm_profile`` (one line, as ``convbench check
---asm`` prints it), ``asm_packed_fma_{64,128,256,512,sve}`` and ``asm_scalar_fp``
-(instruction counts in the code, not executed counts), ``asm_kernels`` (kernel:verdict
-pairs) or, where the code could not be read without compiling it again, ``asm_reason``.
+arithmetic to BLAS), ``asm_profile`` (one line, as ``convbench check --asm`` prints it),
+``asm_packed_fma_{64,128,256,512,sve}`` and ``asm_scalar_fp`` (instruction counts in the
+code, not executed counts), ``asm_kernels`` (kernel:verdict pairs) or, where the code could
+not be read without compiling it again, ``asm_reason``.
 """
 
 from __future__ import annotations

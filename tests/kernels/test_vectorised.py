@@ -140,15 +140,20 @@ def profile():
 def no_compile(*args, **kwargs):
     sys.exit("dispatcher_asm compiled the kernel again")
 
+columns = unreadable = {}
 if loaded:
     njit, numba.njit = numba.njit, no_compile
     read = profile()            # from the cache's object code
+    columns = asm.static_profile(ex.prepared, {})   # what a timing worker records
+    asm._ASM.clear()
     numba.njit = njit
     asm.shutil.which = lambda name: None
+    unreadable = asm.static_profile(ex.prepared, {})   # a worker never compiles for it
     recompiled = profile()      # no objdump: compiled again, uncached
 else:
     read = recompiled = profile()   # compiled here: LLVM's own text
-print(json.dumps({"loaded": loaded, "read": read, "recompiled": recompiled}))
+print(json.dumps({"loaded": loaded, "read": read, "recompiled": recompiled,
+                  "columns": columns, "unreadable": unreadable}))
 """
 
 
@@ -157,7 +162,8 @@ def test_asm_of_cached_code_is_the_cached_object_disassembled(tmp_path):
     not compiled again, and profiles as the code compiled in the first process did and as
     a recompile does: the same packed FMAs by width, the same register-tile block (its
     FMAs and its vector stack accesses: this tile has both).  Without objdump the
-    recompile is the fallback."""
+    recompile is the fallback, except in a timing worker's static profile, which records
+    the reason instead."""
     import json
     import os
     import shutil
@@ -178,6 +184,14 @@ def test_asm_of_cached_code_is_the_cached_object_disassembled(tmp_path):
     assert loaded["read"] == loaded["recompiled"] == compiled["read"], answers
     fmas, stack = loaded["read"][1]
     assert fmas > 0 and stack > 0, answers
+    # a run's row: the same FMAs; without objdump a reason, and nothing compiled
+    columns = loaded["columns"]
+    assert columns["asm_vectorisation"] == "vectorised", columns
+    assert {int(w): n for w, n in loaded["read"][0].items()} == {
+        w: columns[f"asm_packed_fma_{w}"] for w in (128, 256, 512)
+        if columns[f"asm_packed_fma_{w}"]}, answers
+    assert loaded["unreadable"] == {
+        "asm_reason": "AsmUnreadable: dw3x3_nhwc: no objdump on the PATH"}, answers
 
 
 def test_code_without_multiply_adds_is_judged_by_its_packed_instructions():
