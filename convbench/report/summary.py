@@ -116,31 +116,33 @@ def network_lines(table: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _listed(cases: pd.DataFrame, head: str, column: str) -> list[str]:
+    """``head``, then the first few cases (layer, variant, threads) with their ``column``."""
+    if cases.empty:
+        return []
+    shown = MAX_REPRODUCERS // 4
+    lines = [head, *(f"  {r['layer']} {r['variant']} t{r['threads']}: {r[column]}"
+                     for r in cases.head(shown).to_dict("records"))]
+    if len(cases) > shown:
+        lines.append(f"  ... and {len(cases) - shown} more")
+    return lines
+
+
 def flag_lines(table: pd.DataFrame) -> list[str]:
     """How many ok cases beat a measured bound (record.share_flag), and the first few."""
     flagged = aggregate.flagged_shares(table)
-    if flagged.empty:
-        return []
-    lines = [f"{len(flagged)} case(s) measured above 100% of a bound: a measurement error, "
-             "share left out (share_flag column):"]
-    lines += [f"  {r.layer} {r.variant} t{r.threads}: {r.share_flag}"
-              for r in flagged.head(MAX_REPRODUCERS // 4).itertuples(index=False)]
-    return lines
+    return _listed(flagged, f"{len(flagged)} case(s) measured above 100% of a bound: a "
+                            "measurement error, share left out (share_flag column):",
+                   "share_flag")
 
 
 def vector_lines(table: pd.DataFrame) -> list[str]:
     """How many own cases ran code that is not vectorised (aggregate.not_vectorised), and
     the first few."""
     found = aggregate.not_vectorised(table)
-    if found.empty:
-        return []
-    lines = [f"warning: {len(found)} own case(s) ran code whose arithmetic is not vectorised "
-             "(asm_profile column; `convbench check --asm` reads any variant's):"]
-    lines += [f"  {r.layer} {r.variant} t{r.threads}: {r.asm_profile}"
-              for r in found.head(MAX_REPRODUCERS // 4).itertuples(index=False)]
-    if len(found) > MAX_REPRODUCERS // 4:
-        lines.append(f"  ... and {len(found) - MAX_REPRODUCERS // 4} more")
-    return lines
+    return _listed(found, f"warning: {len(found)} own case(s) ran code whose arithmetic is "
+                          "not vectorised (asm_profile column; `convbench check --asm` reads "
+                          "any variant's):", "asm_profile")
 
 
 def reproducer_lines(table: pd.DataFrame) -> list[str]:
