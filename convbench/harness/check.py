@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -87,7 +86,7 @@ def check_problems(problems: Iterable[ConvProblem],
             else:
                 if reference is None:
                     reference = Reference(problem, x, w)
-                with calls_recorded() if profile else contextlib.nullcontext({}) as calls:
+                with calls_recorded(profile) as calls:
                     t0 = time.perf_counter()
                     verdict, execution = verify(problem, candidate, reference, x, w)
                     elapsed = time.perf_counter() - t0

@@ -132,9 +132,14 @@ def run_job(job: Job, channel: Channel) -> None:
         runtime_start = timer.start_parallel_runtime()
         alive: list[tuple[str, Any, dict[str, Any]]] = []
         variants: dict[str, Variant] = {}
+        def thrown_away() -> bool:
+            """Whether this worker will measure nothing (it compiles only, or it compiled
+            and restarts)."""
+            return job.compile_only or bool(watch.compiled and job.restart_if_compiled)
+
         for spec in job.cases:
-            throwaway = job.compile_only or (watch.compiled and job.restart_if_compiled)
-            if throwaway and registry.get(spec.algorithm).baseline:
+            baseline = registry.get(spec.algorithm).baseline
+            if thrown_away() and baseline:
                 # this worker will restart and measure nothing: a library baseline compiles
                 # no numba kernel, and building it here would import its library (torch:
                 # ~4.7 s) in a process that is thrown away.  Its case stays unfinished, so
@@ -146,9 +151,8 @@ def run_job(job: Job, channel: Channel) -> None:
             # process reads it (pooled rows keep its figures); never under a simulation,
             # whose counts the reading would move, nor in a worker that is thrown away,
             # nor for a library baseline (its code is not numba's).
-            profile = not (job.count_only or job.process or throwaway
-                           or registry.get(spec.algorithm).baseline)
-            with asm.calls_recorded() if profile else contextlib.nullcontext({}) as calls:
+            profile = not (job.count_only or job.process or thrown_away() or baseline)
+            with asm.calls_recorded(profile) as calls:
                 verdict, execution = verify(problem, variant, reference, x, w)
             figures: dict[str, Any] = {**_error_fields(verdict.report),
                                        "prepare_s": verdict.prepare_seconds, "cpus": cpus,
@@ -165,7 +169,7 @@ def run_job(job: Job, channel: Channel) -> None:
                            packed_weight_bytes=prepared.packed_weight_bytes,
                            info=json.dumps(prepared.info(), sort_keys=True),
                            first_call_s=verdict.first_call_seconds)
-            if profile and not (watch.compiled and job.restart_if_compiled):
+            if profile and not thrown_away():   # compiling this case made it so
                 figures.update(asm.static_profile(prepared, calls))
             alive.append((spec.case_id, execution, figures))
             variants[spec.case_id] = variant

@@ -120,9 +120,10 @@ Calls = dict[object, set[tuple[object, ...]]]
 
 
 @contextlib.contextmanager
-def calls_recorded() -> Iterator[Calls]:
+def calls_recorded(active: bool = True) -> Iterator[Calls]:
     """Within the block, record the argument types of every call Python makes to a numba
-    dispatcher: the signatures a variant's run dispatched to.
+    dispatcher: the signatures a variant's run dispatched to (``active`` False: record
+    nothing and leave numba as it is; the mapping stays empty).
 
     A dispatcher holds every signature compiled in the process, and kernels are shared
     between variants (the own GEMM's macro-kernel: a C-ordered output for im2col, strided
@@ -135,6 +136,9 @@ def calls_recorded() -> Iterator[Calls]:
     from numba.core.dispatcher import Dispatcher
 
     calls: Calls = {}
+    if not active:
+        yield calls
+        return
     original = Dispatcher.__call__
     had_own = "__call__" in Dispatcher.__dict__
 
