@@ -218,6 +218,51 @@ def plane_tiled(problem: ConvProblem, reg_n: int) -> bool:
     return _reads_one_pixel(p) or (_strided(p) and p.ow % reg_n != 0)
 
 
+# A tile width the grid lacks joins a plane-tiled layer's sweep only where the grid's
+# best leaves at least this many more FMA issue slots than it (plane_reg_ns): nearer
+# than 5% is within one run's noise on these hosts.
+PLANE_GAIN = 1.05
+
+
+def issue_slots(pixels: int, reg_n: int, vectors: int) -> int:
+    """FMA issue slots per input channel of a plane of ``pixels`` tiled by reg_n x
+    ``vectors`` register tiles and a tail tile for the rest: each tile takes its
+    accumulators' slots, or :data:`MIN_CHAINS` where it has fewer (it then waits on its own
+    FMAs' latency).  A 7 x 7 plane at 2 registers a row (AVX2's oc_bn = 16): reg_n = 6
+    makes 8 tiles of 12 and a 1-pixel tail of 2 waiting out 8 (104 slots for 98 FMAs),
+    reg_n = 5 9 tiles of 10 and a tail of 8 (98)."""
+    full, tail = divmod(pixels, reg_n)
+    slots = full * max(reg_n * vectors, MIN_CHAINS)
+    return slots + (max(tail * vectors, MIN_CHAINS) if tail else 0)
+
+
+def plane_reg_ns(problem: ConvProblem) -> tuple[int, ...]:
+    """Tile widths the sweep adds on a layer whose tiles run along its H x W plane (a
+    1x1 unpadded or a strided layer, :func:`plane_tiled`): per OC_BN block, the fitting
+    reg_n with the fewest :func:`issue_slots` (the most accumulators among equals) where
+    REG_N's best takes :data:`PLANE_GAIN` times more.
+
+    REG_N's widths divide the rows of the shipped networks, not their planes: a 7 x 7
+    plane leaves AVX2's 6 x 16 a 1-pixel tail.  Zen 3 host, 1 thread, warm, one run with
+    ONNX Runtime: at reg_n = 5 the 7 x 7 pointwise layers of ResNet-50 and MobileNet ran
+    at 0.94-0.96 of peak against 0.89-0.91 at 6 (res5a_branch2c 1.081 vs 1.133 ms, ONNX
+    Runtime's NCHW8c 1.147), res5a_branch1 (stride 2) 2.440 ms against 2.731."""
+    p = problem
+    if p.g != 1 or not (_reads_one_pixel(p) or _strided(p)):
+        return ()
+    pixels = p.oh * p.ow
+    added = []
+    for oc_bn in OC_BN:
+        vectors = REGISTERS.vectors(oc_bn)
+        fitting = [r for r in range(1, min(pixels, REG_N_BOUND) + 1)
+                   if REGISTERS.tile_unfit(r, oc_bn) is None]
+        grid = [issue_slots(pixels, r, vectors) for r in REG_N if r in fitting]
+        best = min(fitting, key=lambda r: (issue_slots(pixels, r, vectors), -r))
+        if not grid or min(grid) >= PLANE_GAIN * issue_slots(pixels, best, vectors):
+            added.append(best)
+    return tuple(sorted(set(added) - set(REG_N)))
+
+
 def _reads_one_pixel(problem: ConvProblem) -> bool:
     """1x1 and unpadded: each output pixel reads the one input pixel under it (any stride)."""
     return (problem.kh, problem.kw, problem.ph, problem.pw) == (1, 1, 0, 0)
@@ -521,7 +566,8 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
     if _reads_one_pixel(problem) or _strided(problem):
         # the plane's remainder has a tile of its own; on a strided layer a reg_n that
         # does not divide its rows tiles the plane (plane_tiled)
-        reg_ns = sorted({*reg_ns, *(r for r in REG_N if r <= problem.oh * problem.ow)})
+        reg_ns = sorted({*reg_ns, *(r for r in REG_N if r <= problem.oh * problem.ow),
+                         *plane_reg_ns(problem)})
     unroll = ALGORITHMS[0].param("unroll_ker")
     unrolls = [v for v in (False, True) if unroll.rejects(v) is None]
 
@@ -534,9 +580,10 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
     tiles = [(r, o) for r, o in tiles if REGISTERS.tile_accumulators(r, o) >= chains]
     found = [{"ic_bn": i, "oc_bn": o, "reg_n": r, "unroll_ker": u}
              for u in unrolls for i in ic_bns for r, o in tiles]
+    grid_reg_ns = layer_domains(problem).get("reg_n", REG_N)
     grid = [{"ic_bn": i, "oc_bn": o, "reg_n": r, "unroll_ker": u}
-            for i in IC_BN for o in OC_BN for r in REG_N for u in UNROLL_KER
-            if r <= width and fits(r, o)]
+            for i in IC_BN for o in OC_BN for r in grid_reg_ns for u in UNROLL_KER
+            if (r <= width or r in plane_reg_ns(problem)) and fits(r, o)]
     spans = [(r, o, k) for o in OC_BN for k in (2, 4) if k * o <= SPAN_LANES
              for r in reg_ns if fits(r, o, k)
              and REGISTERS.tile_accumulators(r, k * o) >= chains]
@@ -563,8 +610,13 @@ def layer_domains(problem: ConvProblem) -> dict[str, tuple[ParamValue, ...]]:
       projections on AVX2 otherwise pad 24 to 16 x 2 or run rows of one register, each
       broadcast feeding one FMA (block_1_project, 1 thread, Zen 3 host: 0.82 of ONNX
       Runtime's NCHW8c at the grid's best; 4 x 24, each broadcast feeding three FMAs,
-      1.14 in one process)."""
+      1.14 in one process);
+    - a layer tiled along its plane whose pixels REG_N's widths leave a costly tail also
+      sweeps the width :func:`plane_reg_ns` finds (reg_n = 5 on a 7 x 7 plane on AVX2)."""
     domains: dict[str, tuple[ParamValue, ...]] = {}
+    wider = plane_reg_ns(problem)
+    if wider:
+        domains["reg_n"] = tuple(sorted({*REG_N, *wider}))
     if problem.ic < min(IC_BN):
         domains["ic_bn"] = (problem.ic,)
     oc = problem.oc

@@ -319,6 +319,31 @@ def test_pointwise_tuning_space_takes_tiles_that_do_not_divide_the_row():
     assert any(c["reg_n"] not in (1, 7) and c["ic_bn"] not in nchwc.IC_BN for c in space)
 
 
+@pytest.mark.parametrize(("ih", "iw"), [(7, 7), (1, 29)])
+def test_a_plane_the_grid_tiles_with_a_costly_tail_sweeps_a_width_that_fits_it(ih, iw):
+    """On a plane REG_N's widths leave a costly tail (49 pixels on AVX2: 6 x 16 leaves a
+    1-pixel tail; 29 on every register file), the sweep grid and the tuner add a reg_n
+    within PLANE_GAIN of the fewest issue slots for each OC_BN block, and it computes
+    correctly; a layer tiled along rows (3x3, stride 1) keeps REG_N."""
+    p = ConvProblem.make(mb=1, ic=32, oc=32, ih=ih, iw=iw, kh=1, kw=1)
+    pixels = p.oh * p.ow
+    domain = nchwc.layer_domains(p)["reg_n"]
+    assert set(nchwc.REG_N) < set(domain)
+    for oc_bn in nchwc.OC_BN:
+        vectors = nchwc.REGISTERS.vectors(oc_bn)
+        fitting = [r for r in range(1, min(pixels, nchwc.REG_N_BOUND) + 1)
+                   if nchwc.REGISTERS.tile_unfit(r, oc_bn) is None]
+        fewest = min(nchwc.issue_slots(pixels, r, vectors) for r in fitting)
+        swept = min(nchwc.issue_slots(pixels, r, vectors) for r in domain if r in fitting)
+        assert swept < nchwc.PLANE_GAIN * fewest, (oc_bn, swept, fewest)
+    assert {c["reg_n"] for c in nchwc.tuning_space(p)} >= set(nchwc.plane_reg_ns(p))
+    added = nchwc.plane_reg_ns(p)[0]
+    report, _ = _run(p, ic_bn=8, oc_bn=nchwc.OC_BN[0], reg_n=added)
+    assert report.passed, report.reason
+    rows = ConvProblem.make(mb=1, ic=32, oc=32, ih=7, iw=7, kh=3, kw=3, ph=1, pw=1)
+    assert "reg_n" not in nchwc.layer_domains(rows) and not nchwc.plane_reg_ns(rows)
+
+
 def test_an_output_of_three_registers_is_one_block_in_the_sweep_grid():
     """OC = 3 registers (24 on AVX2, 48 on zmm, 12 on NEON), no multiple of OC_BN's widest
     block: the grid also sweeps oc_bn = OC, whose fitting tiles compute correctly; a layer
