@@ -276,22 +276,33 @@ def _strided(problem: ConvProblem) -> bool:
 def _gather_taps(x, xs, kh_len, kw_len, sh, sw, ph, pw, dh, dw):  # pragma: no cover - jitted
     """xs[n, c, (r * kw_len + s) * oh + i, j] = x[n, c, i * sh - ph + r * (dh + 1),
     j * sw - pw + s * (dw + 1)]: per channel block and kernel tap, the input pixels the
-    layer's output plane reads, one contiguous plane (a row of them per parallel job);
-    pixels in the zero border are never written (xs was allocated zeroed)."""
-    n_mb, icb_len, rows, ow, _ = xs.shape
+    layer's output plane reads, one contiguous plane (a channel block per parallel job);
+    pixels in the zero border are never written (xs was allocated zeroed).
+
+    Flat unsigned offsets, each row's in-bounds columns worked out before its loop: numba
+    checks every signed index for wrap-around, and per pixel its slice copy
+    (``xs[..., j, :] = x[..., wi, :]``) cost more than the 32 bytes it moved.
+    res5a_branch2b (14 x 14 x 512, 3x3 stride 2: 903 KB gathered), Zen 3 host, 1 thread,
+    best of 300: 192 us that way (7% of the call), 79 us this way, 25 us for a copy of
+    the same bytes."""
+    n_mb, icb_len, rows, ow, cb = xs.shape
     _, _, ih, iw, _ = x.shape
     oh = rows // (kh_len * kw_len)
-    for job in numba.prange(n_mb * icb_len * rows):
-        n = job // (icb_len * rows)
-        icb = (job // rows) % icb_len
-        row = job % rows
-        r, s = (row // oh) // kw_len, (row // oh) % kw_len
-        hi = (row % oh) * sh - ph + r * (dh + 1)
-        if 0 <= hi < ih:
-            for j in range(ow):
-                wi = j * sw - pw + s * (dw + 1)
-                if 0 <= wi < iw:
-                    xs[n, icb, row, j, :] = x[n, icb, hi, wi, :]
+    src, dst = x.ravel(), xs.ravel()
+    for block in numba.prange(n_mb * icb_len):   # an (image, channel block) pair
+        src0, dst0 = block * ih * iw * cb, block * rows * ow * cb
+        for row in range(rows):
+            r, s = (row // oh) // kw_len, (row // oh) % kw_len
+            hi = (row % oh) * sh - ph + r * (dh + 1)
+            if 0 <= hi < ih:
+                off = s * (dw + 1) - pw           # the input column of output column 0
+                j0 = 0 if off >= 0 else (sw - 1 - off) // sw
+                j1 = min(ow, (iw - off + sw - 1) // sw)
+                for j in range(j0, j1):
+                    at = numba.uint64(src0 + (hi * iw + j * sw + off) * cb)
+                    to = numba.uint64(dst0 + (row * ow + j) * cb)
+                    for c in range(numba.uint64(cb)):
+                        dst[to + c] = src[at + c]
 
 
 @cache

@@ -265,6 +265,27 @@ def test_strided_layers_whose_rows_leave_idle_tiles_gather_their_taps(fields, re
     assert prepared.workspace_bytes == 2 * 3 * p.kh * p.kw * p.oh * p.ow * 8 * 4
 
 
+@settings(max_examples=60, deadline=None)
+@given(problem=general_problems().map(_ungrouped), cb=st.sampled_from([1, 3, 8]))
+def test_gathered_tap_planes_hold_the_pixels_each_tap_reads(problem, cb):
+    """_gather_taps against numpy: tap (r, s)'s plane holds the input pixel under each
+    output pixel, zero where that pixel is in the padding, for any stride, padding and
+    dilation; the unwritten border keeps the zeros it was allocated with."""
+    p = problem
+    blocks = -(-p.ic // cb)
+    x = np.random.default_rng(0).standard_normal((p.mb, blocks, p.ih, p.iw, cb),
+                                                 dtype=np.float32)
+    xs = np.zeros((p.mb, blocks, p.kh * p.kw * p.oh, p.ow, cb), np.float32)
+    nchwc._gather_taps(x, xs, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw)
+    padded = np.pad(x, ((0, 0), (0, 0), (p.ph, p.ph + p.sh), (p.pw, p.pw + p.sw), (0, 0)))
+    for r in range(p.kh):
+        for s in range(p.kw):
+            h0, w0 = r * (p.dh + 1), s * (p.dw + 1)
+            want = padded[:, :, h0:h0 + p.sh * p.oh:p.sh, w0:w0 + p.sw * p.ow:p.sw]
+            tap = (r * p.kw + s) * p.oh
+            np.testing.assert_array_equal(xs[:, :, tap:tap + p.oh], want)
+
+
 @pytest.mark.parametrize(("fields", "reg_n"), [
     ({"ph": 1, "pw": 1}, 4), ({"kh": 3, "kw": 3}, 4),
     ({"kh": 3, "kw": 3, "sh": 2, "sw": 2, "ph": 1, "pw": 1}, 5),   # 5-wide rows, tiles of 5
