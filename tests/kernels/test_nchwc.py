@@ -228,6 +228,29 @@ def test_pointwise_layers_tile_the_plane(mb, oh, ow, reg_n, ic_bn, oc_bn):
     assert prepared.workspace_bytes == 0
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5])
+def test_runs_of_output_blocks_sweep_the_plane_in_any_length(chunk):
+    """The plane kernel's order: runs of ``ocb_chunk`` output blocks (the last one shorter
+    where the run does not divide them), each run's tiles over the whole plane and its
+    tail, two images; every length computes the same layer."""
+    p = ConvProblem.make(mb=2, ic=24, oc=40, ih=9, iw=8, kh=1, kw=1, sh=2, sw=2)
+    prepared = nchwc.BlockedNCHWc(p, make_inputs(p, 1)[1], 8, 8, 4, False)
+    assert prepared.plane and prepared.w.shape[0] == 5
+    prepared.ocb_chunk = chunk
+    report, y = _run(p, prepared=prepared)
+    assert report.passed, report.reason
+    assert np.all(np.isfinite(y))
+
+
+def test_a_run_of_output_blocks_keeps_its_weights_within_the_budget():
+    """ocb_chunk: as many output blocks as the weight budget holds, at least one, at most
+    all of them."""
+    w = np.zeros((10, 4, 1, 1, 8, 16), np.float32)     # 2 KiB a block
+    assert nchwc.ocb_chunk(w, budget=8 << 10) == 4
+    assert nchwc.ocb_chunk(w, budget=1 << 10) == 1
+    assert nchwc.ocb_chunk(w, budget=1 << 30) == 10
+
+
 @pytest.mark.parametrize(("mb", "ih", "iw", "sh", "sw", "reg_n"), [
     (1, 28, 28, 2, 2, 6),    # ResNet's projection: 14 x 14 = 196 = 32 tiles and a tail of 4
     (2, 9, 8, 2, 3, 4),      # odd input (5 rows), unequal strides (3 columns): a tail of 3
