@@ -162,6 +162,20 @@ def _tile(rows: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: i
                           fastmath=True, inline="always")(tile)
 
 
+@numba.njit(inline="always", cache=True)
+def _job_place(job, ocb_len, inner, ocb_chunk):  # pragma: no cover - jitted
+    """(image, output block, inner index) of parallel job ``job``, the jobs ordered by
+    image, then run of ``ocb_chunk`` output blocks (the last run shorter where they do not
+    divide), then the ``inner`` index (an output row, or a group of plane tiles), then the
+    block within the run: a run's weights stay in L2 while its rows or tiles sweep the
+    input (:func:`ocb_chunk`)."""
+    n, rest = job // (ocb_len * inner), job % (ocb_len * inner)
+    run0 = rest // (ocb_chunk * inner) * ocb_chunk
+    run_len = min(ocb_chunk, ocb_len - run0)
+    within = rest - run0 * inner
+    return n, run0 + within % run_len, within // run_len
+
+
 @cache
 def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int,
             act: int = epilogue.NONE, add: bool = False, blocks: int = 1):
@@ -173,7 +187,7 @@ def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed
     W_TAP = ic_bn * oc_bn * blocks
     tile = _tile(reg_n, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act, add, blocks)
 
-    def conv(xp, w, y, sh, dh, dw):  # pragma: no cover - jitted
+    def conv(xp, w, y, sh, dh, dw, ocb_chunk):  # pragma: no cover - jitted
         n_mb, icb_len, hp, wp, _ = xp.shape
         ocb_len, _, kh_len, kw_len, _, _ = w.shape   # tiles of BLOCKS output blocks
         _, y_blocks, oh_len, ow_len, _ = y.shape
@@ -182,9 +196,7 @@ def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed
         x_icb, x_kh, x_kw = hp * wp * IC_BN, (dh + 1) * wp * IC_BN, (dw + 1) * IC_BN
         w_ocb = icb_len * kh_len * kw_len * W_TAP
         for job in numba.prange(n_mb * ocb_len * oh_len):
-            n = job // (ocb_len * oh_len)
-            ocb = (job // oh_len) % ocb_len
-            oh = job % oh_len
+            n, ocb, oh = _job_place(job, ocb_len, oh_len, ocb_chunk)
             x_row = (n * icb_len * hp + oh * sh) * wp * IC_BN
             y_row = ((n * y_blocks + ocb * BLOCKS) * oh_len + oh) * ow_len * OC_BN
             for owb in range(ow_blocks):
@@ -340,13 +352,7 @@ def _plane_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int, taps: int = 1,
         x_icb = TAPS * x_tap
         w_ocb = icb_len * TAPS * W_TAP
         for job in numba.prange(n_mb * ocb_len * jobs):
-            # (image, run of ocb_chunk output blocks, tile group, block within the run):
-            # a run's weights stay in L2 while its tiles sweep the plane
-            n, rest = job // (ocb_len * jobs), job % (ocb_len * jobs)
-            run0 = rest // (ocb_chunk * jobs) * ocb_chunk
-            run_len = min(ocb_chunk, ocb_len - run0)
-            grp = (rest - run0 * jobs) // run_len
-            ocb = run0 + (rest - run0 * jobs) % run_len
+            n, ocb, grp = _job_place(job, ocb_len, jobs, ocb_chunk)
             t0 = grp * tiles_per_job
             x_img = n * icb_len * x_icb
             y_blk = (n * y_blocks + ocb * BLOCKS) * plane * OC_BN
@@ -374,9 +380,9 @@ WEIGHT_BUDGET = _L2 // 2
 
 def ocb_chunk(w: np.ndarray, budget: int = WEIGHT_BUDGET) -> int:
     """Output blocks (of the packed weights ``w``, a block per leading index) whose weights
-    fit ``budget``: the plane kernel runs its tiles over the whole plane for a run of that
-    many blocks before the next run, so each run's weights are read from L2 once per tile
-    and the input plane once per run, not once per block.
+    fit ``budget``: the kernels run their tiles over the whole plane (or every row) for a
+    run of that many blocks before the next run (:func:`_job_place`), so each run's
+    weights are read from L2 once per tile and the input once per run, not once per block.
 
     One block a run (the output-block-major order it had) reads the input plane once per
     block, from L3 where it outgrows L2.  Zen 3 host (512 KiB L2), one process, the runs
@@ -385,7 +391,9 @@ def ocb_chunk(w: np.ndarray, budget: int = WEIGHT_BUDGET) -> int:
     1.12, res4a_branch2a 1.09 / 1.12, res4b_branch2a 1.04 / 1.05, MobileNet V1's
     conv_pw_6 0.99 / 1.07; 0.985-1.03 on the 7 x 7 layers, res3a_branch2a and
     block_2_project.  Every block in one run did as well but on res5a_branch2b (288 KiB
-    of weights a block) at 2 threads: 0.94."""
+    of weights a block) at 2 threads: 0.94.  The row kernel's layers (ResNet-50's and
+    VGG-16's 3x3, the stems), whose rows reuse their input across taps, ran within 0.98-1.03
+    of one block a run."""
     blocks = w.shape[0]
     return max(1, min(blocks, budget // max(1, w[0].nbytes)))
 
@@ -411,6 +419,7 @@ class BlockedNCHWc(Prepared):
         self.ic_blocks = -(-p.ic // ic_bn)
         self.plane = plane_tiled(p, reg_n)
         self.reg_n, self.unroll_ker = reg_n, unroll_ker
+        self.ocb_chunk = ocb_chunk(self.w)
         self.xp = self.xs = None
         self.act, self.add = epilogue.NONE, False   # the epilogue (fuse_*)
         self.kernel = self._compiled()
@@ -418,7 +427,6 @@ class BlockedNCHWc(Prepared):
             taps = p.kh * p.kw
             # about a row of pixels a parallel job, as the row kernel's jobs are
             self.tiles_per_job = -(-p.ow // reg_n)
-            self.ocb_chunk = ocb_chunk(self.w)
             if not p.is_pointwise:
                 # Strided: the pixels (of each tap) the output plane reads, gathered per
                 # call into a plane of their own (plane_tiled: why)
@@ -465,7 +473,7 @@ class BlockedNCHWc(Prepared):
             raise ValueError("y must be a C-contiguous float32 array (the kernel's offsets)")
         if self.xp is not None:
             self.xp[:, :, p.ph:p.ph + p.ih, p.pw:p.pw + p.iw] = x
-            self.kernel(self.xp, self.w, y, p.sh, p.dh, p.dw)
+            self.kernel(self.xp, self.w, y, p.sh, p.dh, p.dw, self.ocb_chunk)
             return
         if not (x.flags.c_contiguous and x.dtype == np.float32
                 and x.shape[1:] == (self.ic_blocks, p.ih, p.iw, self.ic_bn)):
@@ -477,7 +485,7 @@ class BlockedNCHWc(Prepared):
         elif self.plane:
             self.kernel(x, self.w, y, self.tiles_per_job, self.ocb_chunk)
         else:
-            self.kernel(x, self.w, y, p.sh, p.dh, p.dw)
+            self.kernel(x, self.w, y, p.sh, p.dh, p.dw, self.ocb_chunk)
 
     def hot_kernels(self) -> tuple[object, ...]:
         return (self.kernel,)   # the gather (strided layers) only copies: no FMA

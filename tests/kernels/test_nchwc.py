@@ -229,13 +229,15 @@ def test_pointwise_layers_tile_the_plane(mb, oh, ow, reg_n, ic_bn, oc_bn):
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 5])
-def test_runs_of_output_blocks_sweep_the_plane_in_any_length(chunk):
-    """The plane kernel's order: runs of ``ocb_chunk`` output blocks (the last one shorter
-    where the run does not divide them), each run's tiles over the whole plane and its
-    tail, two images; every length computes the same layer."""
-    p = ConvProblem.make(mb=2, ic=24, oc=40, ih=9, iw=8, kh=1, kw=1, sh=2, sw=2)
+@pytest.mark.parametrize(("fields", "plane"), [
+    ({"kh": 1, "kw": 1, "sh": 2, "sw": 2}, True), ({"kh": 3, "kw": 3, "ph": 1, "pw": 1}, False)])
+def test_runs_of_output_blocks_sweep_the_input_in_any_length(chunk, fields, plane):
+    """The kernels' job order (_job_place): runs of ``ocb_chunk`` output blocks (the last
+    one shorter where the run does not divide them), each run's plane tiles and tail, or
+    rows, over the whole input, two images; every length computes the same layer."""
+    p = ConvProblem.make(mb=2, ic=24, oc=40, ih=9, iw=8, **fields)
     prepared = nchwc.BlockedNCHWc(p, make_inputs(p, 1)[1], 8, 8, 4, False)
-    assert prepared.plane and prepared.w.shape[0] == 5
+    assert prepared.plane == plane and prepared.w.shape[0] == 5
     prepared.ocb_chunk = chunk
     report, y = _run(p, prepared=prepared)
     assert report.passed, report.reason
