@@ -371,8 +371,9 @@ def _plane_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int, taps: int = 1,
     return cached_closure(key, parallel=True, fastmath=True)(conv)
 
 
-# Weights a plane-tiled kernel keeps while its tiles sweep the plane: half of L2 (the
-# rest holds the tiles' inputs).  CPU 0's L2 from sysfs; 256 KiB where it is not given.
+# The weights a run of output blocks keeps in L2 while its tiles sweep the input
+# (ocb_chunk): half of L2, the rest for the tiles' inputs.  CPU 0's L2 from sysfs, 512
+# KiB where it is not given.
 _L2 = next((c.size_bytes for c in host.caches() if c.level == 2 and c.kind != "Instruction"),
            512 << 10)
 WEIGHT_BUDGET = _L2 // 2
@@ -612,12 +613,13 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
     oc_factors = _factors(problem.oc, "oc_bn")
     oc_bns = [f for f in oc_factors if f % LANES == 0] or oc_factors
     width = _tiled_width(problem)
+    tail_widths = plane_reg_ns(problem)   # past a strided layer's row: its plane's tiles
     reg_ns = _factors(width, "reg_n")
     if _reads_one_pixel(problem) or _strided(problem):
         # the plane's remainder has a tile of its own; on a strided layer a reg_n that
         # does not divide its rows tiles the plane (plane_tiled)
         reg_ns = sorted({*reg_ns, *(r for r in REG_N if r <= problem.oh * problem.ow),
-                         *plane_reg_ns(problem)})
+                         *tail_widths})
     unroll = ALGORITHMS[0].param("unroll_ker")
     unrolls = [v for v in (False, True) if unroll.rejects(v) is None]
 
@@ -630,10 +632,9 @@ def tuning_space(problem: ConvProblem) -> list[dict[str, ParamValue]]:
     tiles = [(r, o) for r, o in tiles if REGISTERS.tile_accumulators(r, o) >= chains]
     found = [{"ic_bn": i, "oc_bn": o, "reg_n": r, "unroll_ker": u}
              for u in unrolls for i in ic_bns for r, o in tiles]
-    grid_reg_ns = layer_domains(problem).get("reg_n", REG_N)
     grid = [{"ic_bn": i, "oc_bn": o, "reg_n": r, "unroll_ker": u}
-            for i in IC_BN for o in OC_BN for r in grid_reg_ns for u in UNROLL_KER
-            if (r <= width or r in plane_reg_ns(problem)) and fits(r, o)]
+            for i in IC_BN for o in OC_BN for r in (*REG_N, *tail_widths) for u in UNROLL_KER
+            if (r <= width or r in tail_widths) and fits(r, o)]
     spans = [(r, o, k) for o in OC_BN for k in (2, 4) if k * o <= SPAN_LANES
              for r in reg_ns if fits(r, o, k)
              and REGISTERS.tile_accumulators(r, k * o) >= chains]
