@@ -294,9 +294,10 @@ def _gather_taps(x, xs, kh_len, kw_len, sh, sw, ph, pw, dh, dw):  # pragma: no c
     Flat unsigned offsets, each row's in-bounds columns worked out before its loop: numba
     checks every signed index for wrap-around, and per pixel its slice copy
     (``xs[..., j, :] = x[..., wi, :]``) cost more than the 32 bytes it moved.
-    res5a_branch2b (14 x 14 x 512, 3x3 stride 2: 903 KB gathered), Zen 3 host, 1 thread,
-    best of 300: 192 us that way (7% of the call), 79 us this way, 25 us for a copy of
-    the same bytes."""
+    res5a_branch2b (14 x 14 x 512, 3x3 stride 2: 903 KB gathered), Zen 3 host, the three
+    alternating in 10 rounds (median of each round's best of 50): 287 us that way (about
+    8% of the call), 151 us this way, 32 us for a copy of the same bytes at 1 thread; 151 /
+    82 / 31 us at 2."""
     n_mb, icb_len, rows, ow, cb = xs.shape
     _, _, ih, iw, _ = x.shape
     oh = rows // (kh_len * kw_len)
