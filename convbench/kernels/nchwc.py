@@ -372,15 +372,18 @@ def _plane_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int, taps: int = 1,
     return cached_closure(key, parallel=True, fastmath=True)(conv)
 
 
-# The weights a run of output blocks keeps in L2 while its tiles sweep the input
-# (ocb_chunk): half of L2, the rest for the tiles' inputs.  CPU 0's L2 from sysfs, 512
-# KiB where it is not given.
-_L2 = next((c.size_bytes for c in host.caches() if c.level == 2 and c.kind != "Instruction"),
-           512 << 10)
-WEIGHT_BUDGET = _L2 // 2
+@cache
+def weight_budget() -> int:
+    """Bytes of weights a run of output blocks keeps in L2 while its tiles sweep the input
+    (:func:`ocb_chunk`): half of CPU 0's L2 (the rest for the tiles' inputs), 512 KiB of L2
+    where sysfs does not give it.  Read on first use, not at import: sysfs takes ~1 ms
+    and every worker imports this module."""
+    l2 = next((c.size_bytes for c in host.caches() if c.level == 2 and c.kind != "Instruction"),
+              512 << 10)
+    return l2 // 2
 
 
-def ocb_chunk(w: np.ndarray, budget: int = WEIGHT_BUDGET) -> int:
+def ocb_chunk(w: np.ndarray, budget: int | None = None) -> int:
     """Output blocks (of the packed weights ``w``, a block per leading index) whose weights
     fit ``budget``: the kernels run their tiles over the whole plane (or every row) for a
     run of that many blocks before the next run (:func:`_job_place`), so each run's
@@ -396,6 +399,7 @@ def ocb_chunk(w: np.ndarray, budget: int = WEIGHT_BUDGET) -> int:
     of weights a block) at 2 threads: 0.94.  The row kernel's layers (ResNet-50's and
     VGG-16's 3x3, the stems), whose rows reuse their input across taps, ran within 0.98-1.03
     of one block a run."""
+    budget = weight_budget() if budget is None else budget
     blocks = w.shape[0]
     return max(1, min(blocks, budget // max(1, w[0].nbytes)))
 
