@@ -365,18 +365,21 @@ def test_pointwise_tuning_space_takes_tiles_that_do_not_divide_the_row():
     assert any(c["reg_n"] not in (1, 7) and c["ic_bn"] not in nchwc.IC_BN for c in space)
 
 
+def _fewest_slots(pixels: int, oc_bn: int, widths: tuple[int, ...] | None = None) -> int:
+    """The fewest issue slots a fitting reg_n of ``widths`` (None: any width up to
+    REG_N_BOUND) takes on a plane of ``pixels`` with OC_BN block ``oc_bn``."""
+    vectors = nchwc.REGISTERS.vectors(oc_bn)
+    return min(nchwc.issue_slots(pixels, r, vectors)
+               for r in range(1, min(pixels, nchwc.REG_N_BOUND) + 1)
+               if (widths is None or r in widths)
+               and nchwc.REGISTERS.tile_unfit(r, oc_bn) is None)
+
+
 def _grid_tail_is_costly(pixels: int) -> bool:
     """Whether REG_N's best width takes PLANE_GAIN times the fewest issue slots of any
     fitting width on a plane of ``pixels``, for some OC_BN block (the rule, restated)."""
-    for oc_bn in nchwc.OC_BN:
-        vectors = nchwc.REGISTERS.vectors(oc_bn)
-        fitting = [r for r in range(1, min(pixels, nchwc.REG_N_BOUND) + 1)
-                   if nchwc.REGISTERS.tile_unfit(r, oc_bn) is None]
-        fewest = min(nchwc.issue_slots(pixels, r, vectors) for r in fitting)
-        grid = min(nchwc.issue_slots(pixels, r, vectors) for r in nchwc.REG_N if r in fitting)
-        if grid >= nchwc.PLANE_GAIN * fewest:
-            return True
-    return False
+    return any(_fewest_slots(pixels, o, nchwc.REG_N) >= nchwc.PLANE_GAIN * _fewest_slots(pixels, o)
+               for o in nchwc.OC_BN)
 
 
 # A 1 x W row the host's REG_N tiles badly (9 on zmm; which W depends on the register file)
@@ -398,11 +401,7 @@ def test_a_plane_the_grid_tiles_with_a_costly_tail_sweeps_a_width_that_fits_it(i
     domain = nchwc.layer_domains(p)["reg_n"]
     assert set(nchwc.REG_N) < set(domain)
     for oc_bn in nchwc.OC_BN:
-        vectors = nchwc.REGISTERS.vectors(oc_bn)
-        fitting = [r for r in range(1, min(pixels, nchwc.REG_N_BOUND) + 1)
-                   if nchwc.REGISTERS.tile_unfit(r, oc_bn) is None]
-        fewest = min(nchwc.issue_slots(pixels, r, vectors) for r in fitting)
-        swept = min(nchwc.issue_slots(pixels, r, vectors) for r in domain if r in fitting)
+        fewest, swept = _fewest_slots(pixels, oc_bn), _fewest_slots(pixels, oc_bn, domain)
         assert swept < nchwc.PLANE_GAIN * fewest, (oc_bn, swept, fewest)
     assert {c["reg_n"] for c in nchwc.tuning_space(p)} >= set(nchwc.plane_reg_ns(p))
     added = nchwc.plane_reg_ns(p)[0]
