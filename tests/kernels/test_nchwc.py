@@ -16,6 +16,7 @@ from convbench.kernels import layouts, nchwc, registry
 from convbench.kernels.asm import dispatcher_asm, hot_block_spills, kernel_profiles
 from convbench.kernels.reference import Reference
 from convbench.spec.problem import ConvProblem
+from tests.conftest import numba_threads
 from tests.strategies import dense_3x3_problems, general_problems
 
 
@@ -429,3 +430,22 @@ def test_an_output_of_three_registers_is_one_block_in_the_sweep_grid():
     x, w = make_inputs(p, seed=2)
     verdict, _ = verify(p, runnable[0], Reference(p, x, w), x, w)
     assert verdict.status == "ok", verdict.reason
+
+
+def test_a_padded_layer_copies_its_input_inside_the_border_on_any_thread_count():
+    """The row kernel's zero-bordered copy: each call writes the input's rows inside the
+    border (shared among the threads) and nothing else; an input of another shape is
+    refused (the copy reads it through flat offsets)."""
+    p = ConvProblem.make(mb=2, ic=20, oc=8, ih=9, iw=7, kh=3, kw=3, ph=1, pw=2)
+    kernel = nchwc.BlockedNCHWc(p, make_inputs(p, 2)[1], 8, 8, 4, False)
+    assert kernel.xp is not None and kernel.xp.shape[3] > p.iw + 2 * p.pw  # reg_n's reach
+    y = layouts.empty(p.output_shape, kernel.out_layout)
+    for threads, seed in ((1, 3), (2, 4)):
+        xb = np.ascontiguousarray(layouts.to_layout(make_inputs(p, seed)[0], kernel.in_layout))
+        expected = np.zeros_like(kernel.xp)
+        expected[:, :, p.ph:p.ph + p.ih, p.pw:p.pw + p.iw] = xb
+        with numba_threads(threads):
+            kernel.run(xb, y)
+        np.testing.assert_array_equal(kernel.xp, expected)
+    with pytest.raises(ValueError, match="shape"):
+        kernel.run(xb[:, :, 1:], y)
