@@ -32,7 +32,9 @@ so it cuts the tiles into at least one block per thread, of even size and no sma
 FUSED_MIN_TILES (:func:`fused_block`): with ``tile_block`` taken as given, a 14x14 layer
 (16 tiles) at tile_block = 16 was one block, and one thread did all the work --
 res4b_branch2b ran 1.04x faster on 2 threads than on 1 (Zen 3 host), 1.07x on 16 (lent
-16-core Intel VM).
+16-core Intel VM).  Where reading U bounds the GEMMs (U larger than the last-level cache,
+or too few tiles to cut for every thread: the 7x7 layers, VGG-16's conv5) the threads share
+each block's output channels instead (:func:`fused_split`): every cut block reads all of U.
 
 Why ``gemm=own``: with few tiles (ResNet-50's 7x7 layers: 4 tiles of 4x4) the GEMMs have
 M = 4 and are bound by reading U (36 * IC * OC * 4 bytes: 37.7 MB at IC = OC = 512, more
@@ -52,6 +54,7 @@ from functools import cache
 import numba
 import numpy as np
 
+from convbench import host
 from convbench.kernels import epilogue
 from convbench.kernels._numba_support import cached_closure
 from convbench.kernels.base import (
@@ -120,6 +123,40 @@ def fused_block(n_tiles: int, tile_block: int, threads: int) -> int:
     return max(even_block(n_tiles, tile_block, threads), floor)
 
 
+def last_level_cache() -> int:
+    """Bytes of CPU 0's largest cache (sysfs; 32 MiB where it does not say).  Read on first
+    use, not at import (every worker imports this module)."""
+    return max((c.size_bytes for c in host.caches() if c.kind != "Instruction"),
+               default=32 << 20)
+
+
+def fused_split(n_tiles: int, tile_block: int, threads: int, panels: int, u_bytes: int,
+                llc_bytes: int) -> tuple[int, int]:
+    """(tiles per block, parts) of the fused schedule: ``parts`` > 1 shares out each
+    block's ``panels`` (NR columns of output channels) among the threads instead of cutting
+    the tiles into blocks for them (:func:`fused_block`).
+
+    A cut block's GEMMs read all of U (``u_bytes``) again, M / threads rows at a time; a
+    part reads its share of U once per block, all M rows at a time, but transforms the
+    block's whole input again.  Parts pay where reading U bounds the GEMMs: where the cut
+    leaves a thread without a block (4 tiles on 2 threads), or where U is larger than the
+    last-level cache and comes from memory at every call.  Where U stays cached the cut
+    is no slower and transforms each tile once.  Measured on the Zen 5 host (2 threads,
+    fused F(4x4), warm / cold-weights, us, parts against cut): res5b_branch2b (4 tiles, U
+    37.7 MB) 525 / 880 against 952 / 1143 (one thread had idled); VGG-16's conv5_1 (16
+    tiles, U 37.7 MB) 1137 / 1333 against 1547 / 1619; but res4b_branch2b (16 tiles, U
+    9.4 MB) 252-255 / 410-453 against 228-233 / 435-445, res3b_branch2b (49 tiles at
+    tile_block 64, U 2.4 MB) 182 / 285 against 160 / 254."""
+    block = even_block(n_tiles, tile_block)
+    blocks = -(-n_tiles // block)
+    cut = fused_block(n_tiles, tile_block, threads)
+    idle = -(-n_tiles // cut) < threads
+    parts = min(threads // blocks, panels)
+    if parts > 1 and (idle or u_bytes > llc_bytes):
+        return block, parts
+    return cut, 1
+
+
 def micro_rows(n_tiles: int, tile_block: int) -> int:
     """The MR of ``MR_AUTO`` computing the fewest (weighted) rows over all tile blocks."""
     full, rest = divmod(n_tiles, tile_block)
@@ -168,8 +205,8 @@ class TileKernels:
 
     key: str                 # names the compiled code: F(m) and a digest of B^T and A^T
     scratch: int             # floats of the ``tmp`` a tile step needs (alpha^2 x lanes)
-    input_tile: object       # (xp, v, row, n, h0, w0, tmp): one tile's B^T d B into v
-    output_tile: object      # (mm, y, row, n, h0, w0, tmp): one tile's A^T M A into y
+    input_tile: object       # (xp, v, row, n, h0, w0, tmp, lo, hi): a tile's B^T d B into v
+    output_tile: object      # (mm, y, row, n, h0, w0, tmp, lo, hi): a tile's A^T M A into y
     input_transform: object  # staged: a block's input tiles, threaded
     output_transform: object  # staged: a block's output tiles, threaded
 
@@ -183,10 +220,10 @@ def tile_kernels(transform: Transform, act: int = epilogue.NONE) -> TileKernels:
 
 def _lane_tiles(key: str, m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes, lanes: int,
                 act: int = epilogue.NONE):
-    """A tile's input and output transforms over channels in runs of ``lanes``: the 1-D
-    transform down each column into ``tmp``, then along each row of ``tmp`` (B^T d B as
-    (B^T d) B).  The last run ends at the channel count and may overlap the one before:
-    it recomputes the same values, so no tail loop is needed.  ``tmp`` holds one run
+    """A tile's input and output transforms over channels lo .. hi in runs of ``lanes``:
+    the 1-D transform down each column into ``tmp``, then along each row of ``tmp`` (B^T d B
+    as (B^T d) B).  The last run ends at ``hi`` and may overlap the one before: it
+    recomputes the same values, so no tail loop is needed.  ``tmp`` holds one run
     (alpha x alpha x lanes: 2.3 KB for F(4x4)); laid out as alpha x alpha x C its rows were
     C x 4 bytes apart (1 KB at C = 256) and shared a few of the L1's sets."""
     b_apply = lane_transform(bt_bytes, alpha, alpha)
@@ -195,15 +232,14 @@ def _lane_tiles(key: str, m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes, 
     PLAIN = epilogue.NONE   # the steps before the output tile's last store
 
     @cached_closure(f"{key}_{lanes}", inline="always")
-    def input_tile(xp, v, row, n, h0, w0, tmp):  # pragma: no cover - jitted
-        """v[a*alpha + b, row, :] = (B^T d B)[a, b], d the input tile at xp[n, h0:, w0:];
-        tmp: scratch for one run of B^T d."""
-        c_n = xp.shape[3]
+    def input_tile(xp, v, row, n, h0, w0, tmp, lo, hi):  # pragma: no cover - jitted
+        """v[a*alpha + b, row, lo:hi] = (B^T d B)[a, b], d the input tile at xp[n, h0:,
+        w0:]; tmp: scratch for one run of B^T d."""
         s0, s1, s2 = xp.strides[0] // 4, xp.strides[1] // 4, xp.strides[2] // 4
         v0, v1 = v.strides[0] // 4, v.strides[1] // 4
         corner = n * s0 + h0 * s1 + w0 * s2
-        for run in range(-(-c_n // LANES)):
-            c0 = min(run * LANES, c_n - LANES)
+        for run in range(-(-(hi - lo) // LANES)):
+            c0 = min(lo + run * LANES, hi - LANES)
             for j in range(ALPHA):
                 b_apply(xp, corner + j * s2 + c0, s1, tmp, j * LANES, ALPHA * LANES, ALPHA,
                         LANES, PLAIN)
@@ -212,15 +248,14 @@ def _lane_tiles(key: str, m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes, 
                         ALPHA, LANES, PLAIN)
 
     @cached_closure(f"{key}_{lanes}", inline="always")
-    def output_tile(mm, y, row, n, h0, w0, tmp):  # pragma: no cover - jitted
-        """y[n, h0:, w0:] = A^T M A of M = mm[:, row], clipped at the output's edge;
-        tmp: scratch for one run of A^T M."""
-        c_n = y.shape[3]
+    def output_tile(mm, y, row, n, h0, w0, tmp, lo, hi):  # pragma: no cover - jitted
+        """y[n, h0:, w0:, lo:hi] = A^T M A of M = mm[:, row, lo:hi], clipped at the
+        output's edge; tmp: scratch for one run of A^T M."""
         m0, m1 = mm.strides[0] // 4, mm.strides[1] // 4
         y0, y1, y2 = y.strides[0] // 4, y.strides[1] // 4, y.strides[2] // 4
         rows, cols = min(M, y.shape[1] - h0), min(M, y.shape[2] - w0)
-        for run in range(-(-c_n // LANES)):
-            c0 = min(run * LANES, c_n - LANES)
+        for run in range(-(-(hi - lo) // LANES)):
+            c0 = min(lo + run * LANES, hi - LANES)
             for j in range(ALPHA):
                 a_apply(mm, j * m0 + row * m1 + c0, ALPHA * m0, tmp, j * LANES, ALPHA * LANES,
                         M, LANES, PLAIN)
@@ -247,18 +282,19 @@ def _tile_kernels(m: int, alpha: int, bt_bytes: bytes, at_bytes: bytes,
 
 
 def _by_channels(key: str, vec_step, one_step, on_source: bool):
-    """A tile step (src, dst, row, n, h0, w0, tmp) that runs ``vec_step`` when the tensor it
-    walks the channels of (the input's: ``on_source``; the output's) has a run's worth of
-    them, else ``one_step``."""
+    """A tile step (src, dst, row, n, h0, w0, tmp, lo, hi) over channels lo .. hi (hi < 0:
+    all of the tensor it walks the channels of, the input's (``on_source``) or the
+    output's) that runs ``vec_step`` when they are a run's worth, else ``one_step``."""
     LANES, ON_SOURCE = RUN_LANES, on_source
 
     @cached_closure(key, inline="always")
-    def step(src, dst, row, n, h0, w0, tmp):  # pragma: no cover - jitted
-        channels = src.shape[3] if ON_SOURCE else dst.shape[3]
-        if channels >= LANES:
-            vec_step(src, dst, row, n, h0, w0, tmp)
+    def step(src, dst, row, n, h0, w0, tmp, lo, hi):  # pragma: no cover - jitted
+        if hi < 0:
+            hi = src.shape[3] if ON_SOURCE else dst.shape[3]
+        if hi - lo >= LANES:
+            vec_step(src, dst, row, n, h0, w0, tmp, lo, hi)
         else:
-            one_step(src, dst, row, n, h0, w0, tmp)
+            one_step(src, dst, row, n, h0, w0, tmp, lo, hi)
 
     return step
 
@@ -275,7 +311,7 @@ def _over_tiles(key: str, tile_step, m: int, scratch: int):
             tmp = np.empty(SCRATCH, np.float32)   # one run of B^T d or A^T M, per thread
             for t in range(chunk, nt, n_chunks):
                 n, h0, w0 = _tile_origin(t0 + t, tiles_h, tiles_w, M)
-                tile_step(src, dst, t, n, h0, w0, tmp)
+                tile_step(src, dst, t, n, h0, w0, tmp, 0, -1)
 
     return over_tiles
 
@@ -300,41 +336,49 @@ def fused_pipeline(mr: int, nr: int, tiles: TileKernels):
     blocks through input transform, the alpha^2 GEMMs and output transform, in V and M
     buffers of its own, with one parallel region per call (the staged schedule opens three
     per block and joins the threads after each), reading the input in place (the staged
-    schedule first copies it into a zero-bordered buffer, one thread)."""
+    schedule first copies it into a zero-bordered buffer, one thread).  With ``parts`` > 1
+    the threads share each block's output channels instead (:func:`fused_split`): each
+    transforms the block's whole input, then runs the GEMMs of its NR panels only and the
+    output transform of their channels."""
     batched_task = micro_kernels(mr, nr).batched_task
     input_tile, output_tile, SCRATCH = tiles.input_tile, tiles.output_tile, tiles.scratch
+    NR = nr
 
     @cached_closure(f"{mr}x{nr}_{tiles.key}", parallel=True, fastmath=True)
     def fused(x, ph, pw, alpha, m, bp, v, rows, mm, y, n_tiles, block, tiles_h, tiles_w,
-              n_chunks):  # pragma: no cover - jitted
+              n_chunks, parts):  # pragma: no cover - jitted
         """x: the unpadded NHWC input (a tile reaching into the zero border is copied into
         a zero-filled scratch tile first); v: (chunks, alpha^2, >= ceil(block / MR) * MR,
         IC), mm: (chunks, alpha^2, block, OC), one per chunk; bp: U in panels (alpha^2,
-        OC / NR, IC, NR)."""
+        OC / NR, IC, NR).  Chunk c takes part c % parts of the NR panels in every
+        (n_chunks / parts)-th block (n_chunks: a multiple of parts)."""
         ih, iw, ic = x.shape[1], x.shape[2], x.shape[3]
-        batch, n_jp = bp.shape[0], bp.shape[1]
+        batch, n_jp, oc = bp.shape[0], bp.shape[1], y.shape[3]
         n_blocks = (n_tiles + block - 1) // block
         for chunk in numba.prange(n_chunks):
             edge = np.empty((1, alpha, alpha, ic), np.float32)
             tmp = np.empty(SCRATCH, np.float32)
             vc, mc = v[chunk], mm[chunk]
-            for blk in range(chunk, n_blocks, n_chunks):
+            part = chunk % parts
+            jp0, jp1 = part * n_jp // parts, (part + 1) * n_jp // parts
+            c_lo, c_hi = jp0 * NR, min(jp1 * NR, oc)   # the part's output channels
+            for blk in range(chunk // parts, n_blocks, n_chunks // parts):
                 t0 = blk * block
                 nt = min(block, n_tiles - t0)
                 for t in range(nt):
                     n, h0, w0 = _tile_origin(t0 + t, tiles_h, tiles_w, m)
                     hi, wi = h0 - ph, w0 - pw   # the tile's corner in x
                     if hi >= 0 and wi >= 0 and hi + alpha <= ih and wi + alpha <= iw:
-                        input_tile(x, vc, t, n, hi, wi, tmp)
+                        input_tile(x, vc, t, n, hi, wi, tmp, 0, -1)
                     else:
                         _edge_tile(x, n, hi, wi, edge)
-                        input_tile(edge, vc, t, 0, 0, 0, tmp)
+                        input_tile(edge, vc, t, 0, 0, 0, tmp, 0, -1)
                 for b in range(batch):
-                    for jp in range(n_jp):
+                    for jp in range(jp0, jp1):
                         batched_task(vc, rows, nt, bp, mc, b, jp)
                 for t in range(nt):
                     n, h0, w0 = _tile_origin(t0 + t, tiles_h, tiles_w, m)
-                    output_tile(mc, y, t, n, h0, w0, tmp)
+                    output_tile(mc, y, t, n, h0, w0, tmp, c_lo, c_hi)
 
     return fused
 
@@ -362,8 +406,11 @@ class WinogradNHWC(Prepared):
         self.tiles_h, self.tiles_w = -(-p.oh // m), -(-p.ow // m)
         self.n_tiles = p.mb * self.tiles_h * self.tiles_w
         # fused: built in the worker, under the threads it runs with
-        self.tile_block = (fused_block(self.n_tiles, tile_block, numba.get_num_threads())
-                           if schedule == FUSED else min(tile_block, self.n_tiles))
+        self.tile_block, self.parts = (
+            fused_split(self.n_tiles, tile_block, numba.get_num_threads(),
+                        -(-p.oc // DEFAULT_NR), t.alpha ** 2 * p.ic * p.oc * 4,
+                        last_level_cache())
+            if schedule == FUSED else (min(tile_block, self.n_tiles), 1))
         self.blocking = Blocking(MR=mr or micro_rows(self.n_tiles, self.tile_block))
         if gemm == "own":   # only the panels are kept: (alpha^2, OC/NR, IC, NR)
             self.u = self.blocking.pack_b_batch(np.ascontiguousarray(u, np.float32))
@@ -379,8 +426,9 @@ class WinogradNHWC(Prepared):
         mr = self.blocking.MR
         v_rows = -(-self.tile_block // mr) * mr if gemm == "own" else self.tile_block
         self.rows = (np.arange(v_rows, dtype=np.int64) * p.ic).reshape(v_rows, 1)
-        if schedule == FUSED:   # a V and an M per thread that can get a block
-            chunks = min(numba.config.NUMBA_NUM_THREADS, -(-self.n_tiles // self.tile_block))
+        if schedule == FUSED:   # a V and an M per thread that can get a block (or part)
+            blocks = -(-self.n_tiles // self.tile_block)
+            chunks = min(numba.config.NUMBA_NUM_THREADS // self.parts, blocks) * self.parts
             self.fused = fused_pipeline(self.blocking.MR, self.blocking.NR, self.tiles)
             self.v = page_aligned_zeros((chunks, alpha * alpha, v_rows, p.ic))
             self.mm = page_aligned_empty((chunks, alpha * alpha, self.tile_block, p.oc))
@@ -405,10 +453,13 @@ class WinogradNHWC(Prepared):
         if y.strides[3] != y.itemsize:
             raise ValueError("Winograd writes runs of channels: y's channels must be adjacent")
         if self.schedule == FUSED:
-            chunks = min(self.v.shape[0], numba.get_num_threads())
+            # every part of a block runs (chunks: a multiple of the parts)
+            parts = self.parts
+            chunks = max(1, min(self.v.shape[0], numba.get_num_threads()) // parts) * parts
             t = self.transform
             self.fused(x, p.ph, p.pw, t.alpha, t.m, self.u, self.v, self.rows, self.mm, y,
-                       self.n_tiles, self.tile_block, self.tiles_h, self.tiles_w, chunks)
+                       self.n_tiles, self.tile_block, self.tiles_h, self.tiles_w, chunks,
+                       parts)
             return
         self.xp[:, p.ph:p.ph + p.ih, p.pw:p.pw + p.iw] = x
         threads = numba.get_num_threads()   # ~0.5 us a call (Zen 5 host): once a run
@@ -432,6 +483,7 @@ class WinogradNHWC(Prepared):
     def info(self) -> dict[str, ParamValue]:
         m, alpha = self.transform.m, self.transform.alpha
         return {"tiles": self.n_tiles, "tile_block": self.tile_block, "schedule": self.schedule,
+                "oc_parts": self.parts,
                 "multiply_reduction": (m * m * 9) / (alpha * alpha),
                 PERFORMED_FLOPS: performed_flops(self.p, m)}
 

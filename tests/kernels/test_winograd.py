@@ -324,6 +324,47 @@ def test_a_fused_layer_with_one_block_of_tiles_is_split_over_the_threads():
     assert report.passed, report.reason
 
 
+MB = 1 << 20
+
+
+@pytest.mark.parametrize("tiles, tile_block, threads, panels, u_mb, block, parts", [
+    (4, 1024, 2, 8, 37.7, 4, 2),    # res5b_branch2b F(4x4): the cut left a thread idle
+    (16, 16, 2, 8, 37.7, 16, 2),    # VGG-16 conv5_1: U from memory at every call
+    (16, 16, 2, 4, 9.4, 8, 1),      # res4b_branch2b: U stays in the 32 MiB cache, cut
+    (16, 16, 2, 8, 16.8, 8, 1),     # res5b_branch2b F(2x2): likewise
+    (49, 64, 2, 2, 2.4, 25, 1),     # res3b_branch2b at tile_block 64
+    (16, 16, 16, 8, 37.7, 16, 8),   # no more parts than panels (the cut: 4 blocks of 4)
+    (4, 1024, 2, 1, 37.7, 4, 1),    # one panel: nothing to share
+    (16, 16, 1, 8, 37.7, 16, 1),    # one thread
+])
+def test_fused_shares_output_channels_where_reading_u_bounds_it(tiles, tile_block, threads,
+                                                                panels, u_mb, block, parts):
+    assert winograd.fused_split(tiles, tile_block, threads, panels, int(u_mb * 1e6),
+                                32 * MB) == (block, parts)
+
+
+def test_fused_parts_compute_the_reference_on_any_thread_count():
+    """4 tiles and 70 output channels on 2 threads: 2 parts of the NR panels, the second
+    part's 6 channels shorter than a run of the output transform; the result passes the
+    check and is the same bits on 1 thread (the parts then run one after the other)."""
+    p = ConvProblem.make(mb=1, ic=19, oc=70, ih=7, iw=7, kh=3, kw=3, ph=1, pw=1)
+    x, w = make_inputs(p, 4)
+    with numba_threads(2):
+        kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[4], 16, "own", 4, winograd.FUSED)
+    assert (kernel.n_tiles, kernel.tile_block, kernel.info()["oc_parts"]) == (4, 4, 2)
+    assert kernel.blocking.NR == 64 and kernel.v.shape[0] == 2
+    outs = []
+    for threads in (2, 1):
+        with numba_threads(threads):
+            y = np.full((p.mb, p.oh, p.ow, p.oc), np.nan, np.float32)
+            kernel.run(to_layout(x, "nhwc"), y)
+            outs.append(y)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    report = Reference(p, x, w).compare(from_layout(outs[0], "nhwc", p.oc),
+                                        winograd.ERROR_GROWTH[4])
+    assert report.passed, report.reason
+
+
 def test_fused_pipeline_has_packed_fmas():
     """One jitted function does all three stages: it must keep the staged pipeline's packed
     FMAs (the GEMM driver's and both transforms').  Its scalar FMAs are the transforms'
