@@ -141,12 +141,13 @@ def fused_split(n_tiles: int, tile_block: int, threads: int, panels: int, u_byte
     block's whole input again.  Parts pay where reading U bounds the GEMMs: where the cut
     leaves a thread without a block (4 tiles on 2 threads), or where U is larger than the
     last-level cache and comes from memory at every call.  Where U stays cached the cut
-    is no slower and transforms each tile once.  Measured on the Zen 5 host (2 threads,
-    fused F(4x4), warm / cold-weights, us, parts against cut): res5b_branch2b (4 tiles, U
-    37.7 MB) 525 / 880 against 952 / 1143 (one thread had idled); VGG-16's conv5_1 (16
-    tiles, U 37.7 MB) 1137 / 1333 against 1547 / 1619; but res4b_branch2b (16 tiles, U
-    9.4 MB) 252-255 / 410-453 against 228-233 / 435-445, res3b_branch2b (49 tiles at
-    tile_block 64, U 2.4 MB) 182 / 285 against 160 / 254."""
+    transforms each tile once and was mostly the faster.  Measured on the Zen 5 host (2
+    threads, fused, warm / cold-weights, us, parts against cut): F(4x4) res5b_branch2b (4
+    tiles, U 37.7 MB) 525 / 880 against 952 / 1143 (one thread had idled), VGG-16's conv5_1
+    (16 tiles, U 37.7 MB) 1137 / 1333 against 1547 / 1619; but F(4x4) res4b_branch2b (16
+    tiles, U 9.4 MB) 252-255 / 410-453 against 228-233 / 435-445 and res3b_branch2b (49
+    tiles at tile_block 64, U 2.4 MB) 182 / 285 against 160 / 254 (F(2x2) res5b_branch2b,
+    U 16.8 MB, is left to the cut: 357 / 581 with parts against 388 / 723)."""
     block = even_block(n_tiles, tile_block)
     blocks = -(-n_tiles // block)
     cut = fused_block(n_tiles, tile_block, threads)

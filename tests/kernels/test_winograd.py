@@ -274,6 +274,17 @@ def test_fused_schedule_runs_blas_never():
                               winograd.FUSED)
 
 
+def _outputs_under(kernel, p: ConvProblem, x: np.ndarray, thread_counts) -> list[np.ndarray]:
+    """The kernel's NHWC outputs of x, one run under each thread count."""
+    outs = []
+    for threads in thread_counts:
+        with numba_threads(threads):
+            y = np.full((p.mb, p.oh, p.ow, p.oc), np.nan, np.float32)
+            kernel.run(to_layout(x, "nhwc"), y)
+            outs.append(y)
+    return outs
+
+
 def test_fused_result_does_not_depend_on_the_thread_count():
     """Each tile's transforms and products are the same arithmetic whichever thread's
     buffers hold its block, so 1 and 2 threads give identical bits (and pass the check)."""
@@ -281,12 +292,7 @@ def test_fused_result_does_not_depend_on_the_thread_count():
     x, w = make_inputs(p, 3)
     kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[4], 3, "own", None, winograd.FUSED)
     assert kernel.v.shape[0] == min(numba.config.NUMBA_NUM_THREADS, -(-kernel.n_tiles // 3))
-    outs = []
-    for threads in (1, numba.config.NUMBA_NUM_THREADS):
-        with numba_threads(threads):
-            y = np.full((p.mb, p.oh, p.ow, p.oc), np.nan, np.float32)
-            kernel.run(to_layout(x, "nhwc"), y)
-            outs.append(y)
+    outs = _outputs_under(kernel, p, x, (1, numba.config.NUMBA_NUM_THREADS))
     np.testing.assert_array_equal(outs[0], outs[1])
     report = Reference(p, x, w).compare(from_layout(outs[1], "nhwc", p.oc),
                                         winograd.ERROR_GROWTH[4])
@@ -353,12 +359,7 @@ def test_fused_parts_compute_the_reference_on_any_thread_count():
         kernel = winograd.WinogradNHWC(p, w, TRANSFORMS[4], 16, "own", 4, winograd.FUSED)
     assert (kernel.n_tiles, kernel.tile_block, kernel.info()["oc_parts"]) == (4, 4, 2)
     assert kernel.blocking.NR == 64 and kernel.v.shape[0] == 2
-    outs = []
-    for threads in (2, 1):
-        with numba_threads(threads):
-            y = np.full((p.mb, p.oh, p.ow, p.oc), np.nan, np.float32)
-            kernel.run(to_layout(x, "nhwc"), y)
-            outs.append(y)
+    outs = _outputs_under(kernel, p, x, (2, 1))
     np.testing.assert_array_equal(outs[0], outs[1])
     report = Reference(p, x, w).compare(from_layout(outs[0], "nhwc", p.oc),
                                         winograd.ERROR_GROWTH[4])
