@@ -123,9 +123,10 @@ def fused_block(n_tiles: int, tile_block: int, threads: int) -> int:
     return max(even_block(n_tiles, tile_block, threads), floor)
 
 
+@cache
 def last_level_cache() -> int:
     """Bytes of CPU 0's largest cache (sysfs; 32 MiB where it does not say).  Read on first
-    use, not at import (every worker imports this module)."""
+    use, not at import (every worker imports this module), and once: every fused build asks."""
     return max((c.size_bytes for c in host.caches() if c.kind != "Instruction"),
                default=32 << 20)
 
@@ -409,7 +410,7 @@ class WinogradNHWC(Prepared):
         # fused: built in the worker, under the threads it runs with
         self.tile_block, self.parts = (
             fused_split(self.n_tiles, tile_block, numba.get_num_threads(),
-                        -(-p.oc // DEFAULT_NR), t.alpha ** 2 * p.ic * p.oc * 4,
+                        -(-p.oc // DEFAULT_NR), u.size * np.dtype(np.float32).itemsize,
                         last_level_cache())
             if schedule == FUSED else (min(tile_block, self.n_tiles), 1))
         self.blocking = Blocking(MR=mr or micro_rows(self.n_tiles, self.tile_block))
