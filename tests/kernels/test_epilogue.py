@@ -2,9 +2,9 @@
 relu or relu6 writes exactly the activation of what it wrote before, on every path that
 stores (nchwc's row and plane tiles, a strided plane, depthwise's NHWC and NCHW16c tiles
 and its scalar tail block, Winograd's output transform in both schedules, the indirect
-GEMM's last K chunk in vector and edge stores), and NaN stays
-NaN; nchwc switched to the residual add adds its sums to what the output holds, before the
-activation."""
+GEMM's last K chunk in vector and edge stores, the in-place 1x1 GEMM's tiles and tail tile),
+and NaN stays NaN; nchwc and the 1x1 GEMM switched to the residual add add their sums to
+what the output holds, before the activation."""
 
 from __future__ import annotations
 
@@ -42,6 +42,9 @@ CASES = [
     ('mb1ic32ih14oc64oh14kh3ph1n"rowsblk"', "nchwc", "nchwxc", {**NCHWC, "oc_blocks": 2}),
     ('mb1ic32ih10oc48oh10kh1n"planeblk"', "nchwc", "nchwxc",
      {**NCHWC, "reg_n": 6, "oc_blocks": 3}),
+    # the in-place 1x1 GEMM: 81 pixels in tiles of 32 and a tail of 17, 22 channels in
+    # panels of 8 (the last holds 6)
+    ('mb1ic24ih9oc22oh9kh1n"gemm1x1"', "gemm1x1", "nchw", {"MR": 8, "NR": 32}),
 ]
 
 
@@ -59,7 +62,7 @@ def _built(desc, algorithm, layout, params, scale=3.0):
 KINDS = {"rows": ["relu6"], "plane": ["relu"], "strided": ["relu6"], "dw": ["relu"],
          "dwtail": ["relu", "relu6"], "dwblk": ["relu6"], "wino": ["relu"],
          "winofused": ["relu6"], "indirect": ["relu6"], "rowsblk": ["relu"],
-         "planeblk": ["relu6"]}
+         "planeblk": ["relu6"], "gemm1x1": ["relu", "relu6"]}
 
 
 def _name(case) -> str:
@@ -98,8 +101,9 @@ def test_nan_survives_a_fused_relu(case):
 
 
 @pytest.mark.parametrize("case,kind", [(CASES[0], "relu"), (CASES[1], None), (CASES[2], "relu6"),
-                                       (CASES[-1], "relu")],
-                         ids=["rows-relu", "plane", "strided-relu6", "planeblk-relu"])
+                                       (CASES[-2], "relu"), (CASES[-1], "relu6")],
+                         ids=["rows-relu", "plane", "strided-relu6", "planeblk-relu",
+                              "gemm1x1-relu6"])
 def test_a_fused_residual_adds_the_sums_to_the_shortcut_in_the_output(case, kind):
     ex = _built(*case)
     ex.prepared.run(ex.x, ex.y)
