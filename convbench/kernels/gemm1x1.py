@@ -11,14 +11,16 @@ once; the plane's last P mod NR pixels have a tile of their own, compiled in.
 
 Why pixels in the lanes: the kernels with output channels in the lanes (nchwc, indirect,
 the libraries' NCHW16c) fill them only where OC is a multiple of the vector.  On a zmm
-host MobileNet V2's 24-channel projections pad to 32 (a quarter of the FMAs idle) and its
-16-channel one has each broadcast input feed one FMA; the pixels of a 56 x 56 or 112 x 112
-plane fill every lane at any OC.  Zen 5 host, 1 thread, warm, one process: block_1_project
-(96 -> 24, 56 x 56) 69.5 us at MR x NR = 8 x 48 (0.85 of peak) against nchwc's best 100
-(0.59) and ONNX Runtime's NCHW16c 104 in the last full run; expanded_conv_project (32 ->
-16, 112 x 112) 63.6 (0.83) against 81 and 86.  Small reductions gain as well, each tile's
-store amortised over K x MR x NR / lanes FMAs whatever OC is: block_2_expand (24 -> 144)
-94.6 against 125.
+host MobileNet V2's 24-channel projections pad to 32 (a quarter of the FMAs idle); the
+pixels of a 56 x 56 plane fill every lane at any OC.  Zen 5 host, `convbench run
+mobilenet_v2` with the libraries, warm, 1 / 2 threads, best of each side: block_1_project
+(96 -> 24) 66.8 / 36.3 us against nchwc's 84.5 / 46.2 and ONNX Runtime's NCHW16c 89.1 /
+50.1 (0.88 of peak at 1 thread against nchwc's 0.70); block_2_project (144 -> 24) 94.2 /
+50.6 against 120.6 / 63.0 and 128.0 / 67.0; block_2_expand (24 -> 144, a short reduction)
+99.4 / 54.1 against 105.6 / 57.1.  On smaller planes nchwc stays ahead: this kernel ran
+at 0.94-0.99 of its speed at 28 x 28 and 0.51-0.92 at 14 x 14 and 7 x 7 (a 7 x 7 plane is
+one tile of 48 pixels and a tail tile of 1, whose FMAs carry one lane each), and at 0.93 /
+0.83 on the 16-channel expanded_conv_project (112 x 112).
 
 Order: per image, the MR-channel panels go in runs whose packed weights fit the L2 budget
 (:func:`convbench.kernels.nchwc.weight_budget`), each run sweeping the pixel tiles with the
@@ -47,9 +49,9 @@ REGISTERS = host.register_file()
 LANES = REGISTERS.lanes
 # The grid: rows (output channels) that divide the networks' narrow layers (16, 24, 32,
 # 96, 144 channels: 4, 6 or 8) by two to four registers of pixels; 8 x 64 does not fit
-# 32 zmm and is skipped with the reason.  On the Zen 5 host the best of these per
-# MobileNet V2 pointwise layer was 8 x 48 (block_1_project, expanded_conv_project), 6 x 64
-# (block_1_expand, block_4_expand), 4 x 64 (block_2_expand).
+# 32 zmm and is skipped with the reason.  Where it won in `convbench run mobilenet_v2`
+# (Zen 5 host, block_1_project, block_2_project, block_2_expand; 1 and 2 threads, warm
+# and cold-weights) the fastest tile was 6 x 64, 8 x 48 or 4 x 64.
 MR_GRID = (4, 6, 8)
 NR_GRID = (2 * LANES, 3 * LANES, 4 * LANES)
 DEFAULT_MR, DEFAULT_NR = 6, 3 * LANES
