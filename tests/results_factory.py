@@ -21,7 +21,8 @@ def write_results(directory: Path, cases: list[dict], *, n_values: int = 10, see
                   label: str | None = None) -> Path:
     """Write a results directory; each case gives layer, algorithm, layout, median (s) and
     optionally threads, vector_width, params, spread (relative), flops, status, reason,
-    layer_count and extra columns.  Statistics and derived figures (GFLOP/s, peak share
+    layer_count, reference (the in-run reference's median, 1 ms unless given) and extra
+    columns.  Statistics and derived figures (GFLOP/s, peak share
     against ``machine``'s limits) come from the record builder a real run uses.  ``created``
     and ``label`` are the manifest's (run order and name in ``convbench history``)."""
     import pandas as pd
@@ -52,7 +53,7 @@ def write_results(directory: Path, cases: list[dict], *, n_values: int = 10, see
         if st == "ok":
             med = case["median"]
             vals = med * (1 + case.get("spread", 0.02) * rng.standard_normal(n_values))
-            refs = 1e-3 * (1 + 0.01 * rng.standard_normal(n_values))
+            refs = case.get("reference", 1e-3) * (1 + 0.01 * rng.standard_normal(n_values))
             row.update(stats.summarize(vals), n_values=n_values,
                        **stats.ratio_summary(vals, refs))
             row.update(record.derived(flops, row["compulsory_bytes"], row["median_s"],

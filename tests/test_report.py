@@ -169,6 +169,38 @@ def test_own_code_that_is_not_vectorised_is_named_in_the_summary_and_report(tmp_
     assert aggregate.not_vectorised(load_results(sample_run(tmp_path / "old")).table).empty
 
 
+def test_a_layer_group_timed_beside_other_work_is_named_with_its_rerun(tmp_path):
+    """The in-run reference read 3x the run's median in one layer's group (other work on
+    the CPUs while it ran): the summary names that group, at its thread count, with the
+    command that times it again, and the report lists it; 1.5x (within a quiet run's
+    spread at 2 threads) and a quiet run are not flagged."""
+    from convbench.report.summary import run_summary
+    from tests.results_factory import write_results
+
+    def case(layer, algorithm, threads, reference, median=1e-3):
+        return {"layer": layer, "algorithm": algorithm, "layout": "nchw", "median": median,
+                "threads": threads, "reference": reference, "baseline": algorithm == "onednn"}
+
+    cases = [case(layer, algorithm, threads, 1e-3)
+             for layer in ("conv1", "conv2", "conv3", "conv4") for threads in (1, 2)
+             for algorithm in ("direct", "onednn")]
+    quiet = load_results(write_results(tmp_path / "quiet", cases)).table
+    assert aggregate.disturbed_groups(quiet).empty
+    assert "beside other work" not in run_summary(quiet)
+    slowed = {("conv2", 2): 3e-3, ("conv3", 2): 1.5e-3, ("conv4", 1): 1.5e-3}
+    cases = [{**c, "reference": slowed.get((c["layer"], c["threads"]), 1e-3)} for c in cases]
+    table = load_results(write_results(tmp_path / "busy", cases)).table
+    found = aggregate.disturbed_groups(table)
+    assert list(zip(found["layer"], found["threads"], strict=True)) == [("conv2", 2)]
+    # the run's median at 2 threads: of 1, 3, 1.5 and 1 ms, 1.25
+    assert found["slowdown"].iloc[0] == pytest.approx(3.0 / 1.25, rel=0.05)
+    text = run_summary(table)
+    assert "warning: 1 layer group(s) ran beside other work" in text
+    assert "  convbench run test --threads 2 --cache warm --only layer=conv2    # reference" in text
+    build_report([tmp_path / "busy"], tmp_path / "out")
+    _assert_table_matches(_parse(tmp_path / "out" / "index.html").tables["disturbed-0"], found)
+
+
 def test_network_totals_are_count_weighted(tmp_path):
     table = load_results(sample_run(tmp_path / "r")).table
     totals = aggregate.network_totals(table).set_index(["threads", "plan"])

@@ -300,6 +300,41 @@ def flagged_shares(table: pd.DataFrame) -> pd.DataFrame:
                    ].reset_index(drop=True)
 
 
+# A layer's group whose in-run reference ran this many times slower than the run's
+# typical group at its thread count and cache mode shared the CPUs with other work.
+DISTURBED = 2.0
+
+
+def disturbed_groups(table: pd.DataFrame) -> pd.DataFrame:
+    """The (threads, cache, layer) groups whose in-run reference ran :data:`DISTURBED`
+    times slower than the run's median group at that thread count and cache mode, slowest
+    first: columns threads, cache, layer, suite, reference_s (the group's median over its
+    ok cases of median_s / ref_ratio), typical_s (the median of every group's) and
+    slowdown (their ratio).
+
+    The reference is one fixed sgemm timed in every round of every group, so on a quiet
+    machine each group reads about the same (Zen 5 host, 2 threads: within 0.80-1.50 of
+    the median in six runs); a group whose rounds ran beside other work reads far more
+    (MobileNet V1's conv1 at 2 threads, while a test run loaded both CPUs: 37x and 45x),
+    and its cases' times, own and library alike, are then not the machine's."""
+    columns = ["threads", "cache", "layer", "suite", "reference_s", "typical_s", "slowdown"]
+    if "ref_ratio" not in table:
+        return pd.DataFrame(columns=columns)
+    ok = ok_rows(table)
+    ok = ok[(ok["ref_ratio"] > 0) & ok["median_s"].notna()]
+    if ok.empty:
+        return pd.DataFrame(columns=columns)
+    ok["cache"] = ok["cache"].fillna(WARM) if "cache" in ok else WARM
+    ok["suite"] = ok["suite"].fillna("") if "suite" in ok else ""
+    ok["reference_s"] = ok["median_s"] / ok["ref_ratio"]
+    groups = ok.groupby(["threads", "cache", "layer", "suite"], sort=False, as_index=False
+                        )["reference_s"].median()
+    groups["typical_s"] = groups.groupby(["threads", "cache"])["reference_s"].transform("median")
+    groups["slowdown"] = groups["reference_s"] / groups["typical_s"]
+    found = groups[groups["slowdown"] >= DISTURBED]
+    return found[columns].sort_values("slowdown", ascending=False).reset_index(drop=True)
+
+
 NOT_VECTORISED = "not vectorised"
 
 

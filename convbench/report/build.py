@@ -164,7 +164,7 @@ def _environments(runs: Loaded) -> dict[str, dict[str, str]]:
 # the details; the environment comes last (it matters when numbers disagree, not before).
 LEAD, DETAIL = ("versus", "plan", "network", "best"), ("sensitivity", "scaling",
                                                        "share_flags", "not_vectorised",
-                                                       "failures", "counters",
+                                                       "disturbed", "failures", "counters",
                                                        "counters_missing")
 
 

@@ -8,6 +8,7 @@ case counts by status and, for every broken case, the command that reproduces it
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pandas as pd
@@ -145,6 +146,25 @@ def vector_lines(table: pd.DataFrame) -> list[str]:
                           "any variant's):", "asm_profile")
 
 
+def disturbed_lines(table: pd.DataFrame) -> list[str]:
+    """The layer groups whose in-run reference ran far slower than the run's others
+    (:func:`.aggregate.disturbed_groups`), each with the command that times it again."""
+    found = aggregate.disturbed_groups(table)
+    if found.empty:
+        return []
+    lines = [f"warning: {len(found)} layer group(s) ran beside other work: their in-run "
+             f"reference read {aggregate.DISTURBED:g}x or more the run's median, so their "
+             "times (own and library) are not the machine's; time them again:"]
+    for r in found.head(MAX_REPRODUCERS).itertuples(index=False):
+        words = ["convbench", "run", shlex.quote(r.suite or "SUITE"), "--threads",
+                 str(r.threads), "--cache", r.cache, "--only", shlex.quote(f"layer={r.layer}")]
+        lines.append(f"  {' '.join(words)}    # reference {human_seconds(r.reference_s)}, "
+                     f"{r.slowdown:.1f}x the run's {human_seconds(r.typical_s)}")
+    if len(found) > MAX_REPRODUCERS:
+        lines.append(f"  ... and {len(found) - MAX_REPRODUCERS} more")
+    return lines
+
+
 def reproducer_lines(table: pd.DataFrame) -> list[str]:
     """The command that reproduces each broken case alone (at most MAX_REPRODUCERS)."""
     broken = table[table["status"].isin([s.value for s in BROKEN])]
@@ -187,6 +207,7 @@ def run_summary(table: pd.DataFrame, path: Path | None = None) -> str:
         lines.append(f"no ok case for: {', '.join(without)}")
     lines += flag_lines(table)
     lines += vector_lines(table)
+    lines += disturbed_lines(table)
     lines += aggregate.cache_model_captions(table)
     counts = table["status"].value_counts()
     lines.append("cases: " + (", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts)
