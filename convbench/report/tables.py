@@ -69,10 +69,9 @@ PER_RUN = (
     Section("disturbed", "Layer groups timed beside other work",
             "Groups (layer, thread count, cache mode) whose in-run reference, one fixed "
             f"sgemm timed in every round, read {aggregate.DISTURBED:g}x or more the run's "
-            "median group: their "
-            "rounds shared the CPUs with other work, so their times, own and library "
-            "alike, are not the machine's.  Time them again alone (the run's summary gives "
-            "the command).", aggregate.disturbed_groups),
+            "median group: their rounds shared the CPUs with other work, so their times, "
+            "own and library alike, are not the machine's.  Time them again alone (the "
+            "run's summary gives the command).", aggregate.disturbed_groups),
     Section("failures", "Failed and skipped variants", "Every case that is not ok, with "
             "its reason.", aggregate.failures),
     Section("counters", "Counter figures",
