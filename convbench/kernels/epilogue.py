@@ -38,6 +38,29 @@ CODES = {"relu": RELU, "relu6": RELU6}   # glue op kind -> code
 FASTMATH = {"contract", "reassoc", "nsz", "arcp", "afn"}   # a set: numba takes no other
 
 
+class CompiledIn:
+    """The ``fuse_activation`` and ``fuse_residual`` of a kernel whose epilogue is compiled
+    into its code: each sets ``act`` / ``add`` and recompiles ``kernel`` through the
+    kernel's ``_compiled()``, which reads them.  Listed before ``Prepared`` in the bases."""
+
+    act: int = NONE
+    add: bool = False
+    kernel: object
+
+    def _compiled(self) -> object:
+        raise NotImplementedError
+
+    def fuse_activation(self, kind: str) -> bool:
+        self.act = CODES[kind]
+        self.kernel = self._compiled()
+        return True
+
+    def fuse_residual(self) -> bool:
+        self.add = True
+        self.kernel = self._compiled()
+        return True
+
+
 def key_suffix(act: int, add: bool = False) -> str:
     """The part of a compiled kernel's cache name that says its epilogue: the residual add,
     then the activation ("" for neither, so plain kernels keep their names)."""

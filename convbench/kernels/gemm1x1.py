@@ -115,7 +115,7 @@ def run_length(wp: np.ndarray, budget: int | None = None) -> int:
     return max(1, min(wp.shape[0], budget // max(1, wp[0].nbytes)))
 
 
-class Gemm1x1NCHW(Prepared):
+class Gemm1x1NCHW(epilogue.CompiledIn, Prepared):
     """NCHW in, NCHW out; no workspace: the input is B as it lies."""
 
     in_layout = out_layout = "nchw"
@@ -144,16 +144,6 @@ class Gemm1x1NCHW(Prepared):
                 raise ValueError(f"{name} must be a C-contiguous float32 NCHW array of "
                                  f"shape {shape}")
         self.kernel(x, self.wp, y, self.run_len)
-
-    def fuse_activation(self, kind: str) -> bool:
-        self.act = epilogue.CODES[kind]
-        self.kernel = self._compiled()
-        return True
-
-    def fuse_residual(self) -> bool:
-        self.add = True
-        self.kernel = self._compiled()
-        return True
 
     def hot_kernels(self) -> tuple[object, ...]:
         return (self.kernel,)

@@ -422,7 +422,7 @@ def ocb_chunk(w: np.ndarray, budget: int | None = None) -> int:
     return max(1, min(blocks, budget // max(1, w[0].nbytes)))
 
 
-class BlockedNCHWc(Prepared):
+class BlockedNCHWc(epilogue.CompiledIn, Prepared):
     """NCHW[ic_bn]c in, NCHW[oc_bn]c out; workspace: the zero-bordered input copy, where
     the layer needs a border, or the planes a strided layer's taps read.  A layer
     :func:`plane_tiled` names runs :func:`_plane_kernel` (tiles along the whole pixel
@@ -481,16 +481,6 @@ class BlockedNCHWc(Prepared):
         fixed = (p.kh, p.kw) if self.unroll_ker else (0, 0)
         return _kernel(reg_n, self.oc_bn, self.ic_bn, p.sw, *fixed, self.act, self.add,
                        self.oc_blocks)
-
-    def fuse_activation(self, kind: str) -> bool:
-        self.act = epilogue.CODES[kind]
-        self.kernel = self._compiled()
-        return True
-
-    def fuse_residual(self) -> bool:
-        self.add = True
-        self.kernel = self._compiled()
-        return True
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         p = self.p
