@@ -116,8 +116,13 @@ def run_job(job: Job, channel: Channel) -> None:
         "numba_config": _numba_config(numba),
         "spin": {k: os.environ.get(k, "")
                  for k in ("OPENBLAS_THREAD_TIMEOUT", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")},
-        "blas": [{k: str(v) for k, v in lib.items()}
-                 for lib in threadpoolctl.threadpool_info()],
+        # sorted: threadpoolctl lists the libraries in the order they were loaded, which
+        # moved between identical runs (libgomp before or after OpenBLAS), and a counting
+        # worker's messages must be the same text every run (counters/sim.py)
+        "blas": sorted(({k: str(v) for k, v in lib.items()}
+                        for lib in threadpoolctl.threadpool_info()),
+                       key=lambda lib: (lib.get("user_api", ""), lib.get("prefix", ""),
+                                        lib.get("filepath", ""))),
         # a counting worker shares its group's settings entry: it leaves the timing
         # worker's word on settling as it is
         **({"blas_settled_by": f"sgemm {SETTLE_N}^3"} if settle else {})}))
