@@ -20,7 +20,12 @@ from convbench.kernels.direct import DirectNCHW
 from convbench.kernels.reference import Reference
 from convbench.spec.problem import ConvProblem
 from tests.conftest import numba_threads
-from tests.strategies import any_problem, depthwise_problems, general_problems
+from tests.strategies import (
+    any_problem,
+    depthwise_problems,
+    general_problems,
+    pointwise_problems,
+)
 
 ALGORITHMS = sorted(registry.algorithms())
 
@@ -44,7 +49,7 @@ def _check_all(problem: ConvProblem, algorithm: str) -> int:
 # with random blocks and tiles and test_registered_grid_is_small_and_passes runs the whole
 # grid on one layer, so here one checks the registry's grid for a drawn layer (2 draws took
 # 35-48 s, 4 took 48 s: the longest test of a 13-minute suite).
-EXAMPLES = {"nchwc": 1, "depthwise3x3": 1}
+EXAMPLES = {"nchwc": 1, "depthwise3x3": 1, "gemm1x1": 1}
 # depthwise3x3 applies to depthwise problems only, a quarter of any_problem's draws: of 4
 # draws none was one about a third of the time (the test checked nothing) and each one that
 # was compiled the whole grid, 33 variants (8 tiles in 3 layouts and 2 orders, and NCHW).
@@ -53,7 +58,10 @@ EXAMPLES = {"nchwc": 1, "depthwise3x3": 1}
 # compile in ~0.5 s each against 1.2-1.8 s (Zen 3 host: 45 s a problem at 2 threads);
 # test_depthwise runs the parallel kernels (every NHWC tile, and every layout on random
 # problems at 2 threads).
-PROBLEMS = {"depthwise3x3": depthwise_problems()}
+# gemm1x1 runs pointwise layers only and compiles a kernel per (MR, NR, tail): 12 draws of
+# any problem took 42 s (each pointwise one its grid's 8 kernels); test_gemm1x1 draws odd
+# shapes and tiles, so here one pointwise layer checks the registry's grid.
+PROBLEMS = {"depthwise3x3": depthwise_problems(), "gemm1x1": pointwise_problems()}
 THREADS = {"depthwise3x3": 1}
 
 
