@@ -23,7 +23,7 @@ one tile of 48 pixels and a tail tile of 1, whose FMAs carry one lane each), and
 0.83 on the 16-channel expanded_conv_project (112 x 112).
 
 Order: per image, the MR-channel panels go in runs whose packed weights fit the L2 budget
-(:func:`convbench.kernels.nchwc.weight_budget`), each run sweeping the pixel tiles with the
+(:func:`convbench.kernels.nchwc.ocb_chunk`), each run sweeping the pixel tiles with the
 panels innermost, so a tile's K x NR input is read from memory once a run and stays in L1
 / L2 while the run's panels read it.  The parallel loop runs over (run, tile, panel): a
 thread takes a contiguous share of a run's tiles.
@@ -41,7 +41,7 @@ from convbench.kernels import epilogue
 from convbench.kernels._numba_support import cached_closure
 from convbench.kernels.base import ACTIVATIONS, Algorithm, Ints, Param, ParamValue, Prepared
 from convbench.kernels.buffers import page_aligned
-from convbench.kernels.nchwc import weight_budget
+from convbench.kernels.nchwc import ocb_chunk
 from convbench.kernels.register_tile import MIN_CHAINS, tile_fma, tile_store, tile_zero
 from convbench.spec.problem import ConvProblem
 
@@ -109,12 +109,6 @@ def pack_weights(w: np.ndarray, mr: int) -> np.ndarray:
     return page_aligned(padded.reshape(panels, mr, ic).transpose(0, 2, 1))
 
 
-def run_length(wp: np.ndarray, budget: int | None = None) -> int:
-    """Panels per run: as many as whose packed weights fit ``budget`` (at least one)."""
-    budget = weight_budget() if budget is None else budget
-    return max(1, min(wp.shape[0], budget // max(1, wp[0].nbytes)))
-
-
 class Gemm1x1NCHW(epilogue.CompiledIn, Prepared):
     """NCHW in, NCHW out; no workspace: the input is B as it lies."""
 
@@ -128,7 +122,7 @@ class Gemm1x1NCHW(epilogue.CompiledIn, Prepared):
         self.mr, self.nr = mr, nr
         self.wp = pack_weights(np.asarray(w, np.float32), mr)
         self.packed_weight_bytes = self.wp.nbytes
-        self.run_len = run_length(self.wp)
+        self.run_len = ocb_chunk(self.wp)   # panels a run: as nchwc's output blocks
         self.tail = (problem.oh * problem.ow) % nr
         self.act, self.add = epilogue.NONE, False
         self.kernel = self._compiled()

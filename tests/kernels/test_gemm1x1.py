@@ -65,9 +65,9 @@ def test_runs_of_panels_cover_every_panel():
     whole = _output(p, prepared)
     prepared.run_len = 2
     np.testing.assert_array_equal(_output(p, prepared), whole)
-    assert gemm1x1.run_length(prepared.wp, budget=2 * prepared.wp[0].nbytes) == 2
-    assert gemm1x1.run_length(prepared.wp, budget=1) == 1
-    assert gemm1x1.run_length(prepared.wp, budget=1 << 30) == 5
+    assert gemm1x1.ocb_chunk(prepared.wp, budget=2 * prepared.wp[0].nbytes) == 2
+    assert gemm1x1.ocb_chunk(prepared.wp, budget=1) == 1
+    assert gemm1x1.ocb_chunk(prepared.wp, budget=1 << 30) == 5
 
 
 def test_two_threads_write_what_one_does():
