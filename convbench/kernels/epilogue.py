@@ -41,7 +41,8 @@ FASTMATH = {"contract", "reassoc", "nsz", "arcp", "afn"}   # a set: numba takes 
 class CompiledIn:
     """The ``fuse_activation`` and ``fuse_residual`` of a kernel whose epilogue is compiled
     into its code: each sets ``act`` / ``add`` and recompiles ``kernel`` through the
-    kernel's ``_compiled()``, which reads them.  Listed before ``Prepared`` in the bases."""
+    kernel's ``_compiled()``, which reads them (plain until switched: the class defaults).
+    Listed before ``Prepared`` in the bases."""
 
     act: int = NONE
     add: bool = False

@@ -124,7 +124,6 @@ class Gemm1x1NCHW(epilogue.CompiledIn, Prepared):
         self.packed_weight_bytes = self.wp.nbytes
         self.run_len = ocb_chunk(self.wp)   # panels a run: as nchwc's output blocks
         self.tail = (problem.oh * problem.ow) % nr
-        self.act, self.add = epilogue.NONE, False
         self.kernel = self._compiled()
 
     def _compiled(self):

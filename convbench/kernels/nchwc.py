@@ -446,7 +446,6 @@ class BlockedNCHWc(epilogue.CompiledIn, Prepared):
         self.reg_n, self.unroll_ker = reg_n, unroll_ker
         self.ocb_chunk = ocb_chunk(self.w)
         self.xp = self.xs = None
-        self.act, self.add = epilogue.NONE, False   # the epilogue (fuse_*)
         self.kernel = self._compiled()
         if self.plane:
             taps = p.kh * p.kw
