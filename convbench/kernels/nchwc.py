@@ -12,7 +12,13 @@ see :mod:`convbench.kernels.layouts`.  Parameters, named as in the paper:
   spans, reg_n x (oc_blocks x oc_bn) accumulators writing oc_blocks NCHW[oc_bn]c blocks;
   the weights are packed with y = oc_blocks x oc_bn.  The layout keeps its block while the
   tile grows: at oc_bn = 16 each broadcast input feeds one FMA and reg_n FMAs share a
-  weight load, which MobileNet V2's 1x1 layers paid for (see :func:`tuning_space`).
+  weight load, which MobileNet V2's 1x1 layers paid for (see :func:`tuning_space`).  A
+  layer of 16 output channels has no wider tile: on the Zen 5 host (1 thread, one
+  process, ic_bn 8-32 x reg_n 8-28) its 1x1 convs ran at 164-207 GFLOP/s, at best 190, 198
+  and 207 (0.78-0.85 of the peak) with 32, 64 and 128 input channels, and at 32 the same
+  whether the input fitted L2 (56 x 56) or not (112 x 112); the hot loop is the intended 16
+  FMAs per channel, each with its {1to16} broadcast input, no spill.  :mod:`~convbench.kernels.gemm1x1`'s 8 x 48 tile ran
+  MobileNet V2's expanded_conv_project (32 -> 16) at 198-201 there.
 
 For every (image, output-channel block, output row) -- the parallel loop -- and every
 reg_n-wide run of the row, the accumulators sum over input-channel blocks, kernel taps and
@@ -465,6 +471,13 @@ class BlockedNCHWc(epilogue.CompiledIn, Prepared):
             # the kernel reads the caller's input as it is.  The copy it skips was a
             # quarter of the time of MobileNet V2's 112 x 112 x 32 -> 16 projection
             # (150.6 -> 115.7 us on the Zen 4 host), less on layers with less input per FLOP.
+            # On the IC = 3 stems it is the largest cost besides the FMAs: MobileNet's
+            # conv1 (224 x 224 x 3, stride 2), Zen 5 host, one process, reg_n 7: 12.0 of
+            # 103.3 us at 1 thread (the kernel alone 0.97 of the peak), 5.8 of 54.9 at 2;
+            # numpy copies the same bytes flat in 7.8, and a copy per row job of just its
+            # input rows into a buffer of its thread's cost the same at 1 thread and 80
+            # instead of 62 us at 2.  Reading the interior in place would need the border
+            # pixels computed apart.
             if (hp, wp) != (p.ih, p.iw):
                 self.xp = page_aligned_zeros((p.mb, self.ic_blocks, hp, wp, ic_bn))
         self.in_place = self.xp is None and self.xs is None
