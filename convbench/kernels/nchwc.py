@@ -17,8 +17,9 @@ see :mod:`convbench.kernels.layouts`.  Parameters, named as in the paper:
   process, ic_bn 8-32 x reg_n 8-28) its 1x1 convs ran at 164-207 GFLOP/s, at best 190, 198
   and 207 (0.78-0.85 of the peak) with 32, 64 and 128 input channels, and at 32 the same
   whether the input fitted L2 (56 x 56) or not (112 x 112); the hot loop is the intended 16
-  FMAs per channel, each with its {1to16} broadcast input, no spill.  :mod:`~convbench.kernels.gemm1x1`'s 8 x 48 tile ran
-  MobileNet V2's expanded_conv_project (32 -> 16) at 198-201 there.
+  FMAs per channel, each with its {1to16} broadcast input, no spill.
+  :mod:`~convbench.kernels.gemm1x1`'s 8 x 48 tile ran MobileNet V2's expanded_conv_project
+  (32 -> 16) at 198-201 there.
 
 For every (image, output-channel block, output row) -- the parallel loop -- and every
 reg_n-wide run of the row, the accumulators sum over input-channel blocks, kernel taps and
