@@ -11,10 +11,10 @@ recorded: the timing pass verifies every case again and records failures itself.
 Which cases need it: those not stamped as compiled.  A stamp is an empty file under
 ``$XDG_CACHE_HOME/convbench/compiled/`` named by a hash of what selects the machine code
 (variant, layer shape, compile width, the algorithm's kernel version, numba's version, its
-cache directory and the package's place); it is written once a case has run in a worker
-that ended normally.  A warm run finds every stamp and starts no extra process.  A stamp
-that lies (numba's cache was wiped) costs only the old behaviour: the timing worker
-compiles and is restarted.
+cache directory, the package's place, and whether one thread runs it: a serial build then);
+it is written once a case has run in a worker that ended normally.  A warm run finds every
+stamp and starts no extra process.  A stamp that lies (numba's cache was wiped) costs
+only the old behaviour: the timing worker compiles and is restarted.
 """
 
 from __future__ import annotations
@@ -40,10 +40,12 @@ def _stamp(case: Case, compile_width: str) -> Path:
 
     import convbench
 
-    # numba caches beside the sources unless NUMBA_CACHE_DIR says where: both place it
+    # numba caches beside the sources unless NUMBA_CACHE_DIR says where: both place it;
+    # on one thread a kernel may launch its serial build (_numba_support.launched_build)
     key = "\n".join((case.variant.id, str(case.problem), compile_width, case.kernel_version,
                      numba.__version__, os.environ.get("NUMBA_CACHE_DIR", ""),
-                     str(Path(convbench.__file__).resolve().parent)))
+                     str(Path(convbench.__file__).resolve().parent),
+                     "serial" if case.threads == 1 else "parallel"))
     return stamp_dir() / hashlib.sha256(key.encode()).hexdigest()[:24]
 
 

@@ -11,6 +11,8 @@ one); each helper exists because plain numba got something wrong on these hosts:
 - :func:`stack_f32`: accumulators in an entry-block stack buffer, which LLVM promotes to
   (zmm) registers; a heap ``np.empty`` accumulator kept loads and stores in the inner loop.
 - :func:`data_ptr`: a pointer into an array's data, for micro-kernels written as IR.
+- :func:`launched_build`: a parallel kernel's serial build where numba runs one thread,
+  whose parallel launch costs about a microsecond a call even then.
 - :data:`U`: unsigned indices for copy loops.  numba wraps negative indices around, and the
   sign test on each signed index kept LLVM from vectorising the layout transforms' runs
   and im2col's unfolds (NCHW16c -> NHWC, 64 x 56 x 56, 1 thread, Zen 3 host: 386 us
@@ -61,6 +63,28 @@ def cached_closure(key: str, **options: object) -> Callable[[Callable], Callable
         return stable_identity(numba.njit(cache=True, **options)(fn),
                                f"{module}.{fn.__qualname__}")
     return wrap
+
+
+def launched_build(build: Callable[[bool], Compiled]) -> Compiled:
+    """``build(parallel)`` for the thread count numba runs now: the serial build (``prange``
+    compiled as ``range``) on one thread, the parallel one otherwise.
+
+    A parallel loop pays its threading layer's launch on one thread too.  Zen 5 host,
+    in-process, back to back: an empty ``prange`` function took 1.18 us a call on one
+    thread (1.44 on two), a serial function with the same arguments 0.26; nchwc's
+    pointwise kernel ran 1.1-1.4 us a call faster built serial on MobileNet V2's 7 x 7 to
+    28 x 28 projections (39-61 us).  Chosen once, when the kernel is built -- a harness
+    worker builds under the threads it times -- because asking numba its thread count
+    costs ~0.5 us a call (:class:`convbench.kernels.depthwise.DepthwiseNHWC`, where
+    this was first measured).  A kernel built on one thread stays serial if the count is
+    raised later; one built on more runs on any count."""
+    return build(numba.get_num_threads() > 1)
+
+
+def closure_mode(key: str, parallel: bool) -> str:
+    """``key`` naming a closure's serial build apart from its parallel one: numba's cache
+    index does not tell the two apart by their flags (:func:`cached_closure`)."""
+    return key if parallel else f"{key}_serial"
 
 
 @intrinsic

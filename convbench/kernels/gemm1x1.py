@@ -38,7 +38,7 @@ import numpy as np
 
 from convbench import host
 from convbench.kernels import epilogue
-from convbench.kernels._numba_support import cached_closure
+from convbench.kernels._numba_support import cached_closure, closure_mode, launched_build
 from convbench.kernels.base import ACTIVATIONS, Algorithm, Ints, Param, ParamValue, Prepared
 from convbench.kernels.buffers import page_aligned
 from convbench.kernels.nchwc import ocb_chunk
@@ -59,9 +59,11 @@ MR_BOUND, NR_BOUND = 32, 8 * LANES
 
 
 @cache
-def _kernel(mr: int, nr: int, tail: int, act: int = epilogue.NONE, add: bool = False):
+def _kernel(mr: int, nr: int, tail: int, act: int = epilogue.NONE, add: bool = False,
+            parallel: bool = True):
     """The kernel with the MR x NR tile, the width ``tail`` of the tile for the plane's
-    last P mod NR pixels (0: none) and the epilogue compiled in."""
+    last P mod NR pixels (0: none) and the epilogue compiled in; ``parallel`` False: its
+    serial build, for one thread (_numba_support.launched_build)."""
     MR, NR, TAIL, ACT, ADD = mr, nr, tail, act, add
     TAIL_NR = tail if tail else 1   # no tail: never called, and nothing extra compiled
 
@@ -96,7 +98,7 @@ def _kernel(mr: int, nr: int, tail: int, act: int = epilogue.NONE, add: bool = F
                 tile_store(edge, y, y0, plane, rows, MR, TAIL_NR, ADD, ACT)
 
     key = f"m{mr}_n{nr}_t{tail}" + epilogue.key_suffix(act, add)
-    return cached_closure(key, parallel=True, fastmath=True)(conv)
+    return cached_closure(closure_mode(key, parallel), parallel=parallel, fastmath=True)(conv)
 
 
 def pack_weights(w: np.ndarray, mr: int) -> np.ndarray:
@@ -127,7 +129,8 @@ class Gemm1x1NCHW(epilogue.CompiledIn, Prepared):
         self.kernel = self._compiled()
 
     def _compiled(self):
-        return _kernel(self.mr, self.nr, self.tail, self.act, self.add)
+        return launched_build(lambda parallel: _kernel(self.mr, self.nr, self.tail, self.act,
+                                                       self.add, parallel))
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         p = self.p

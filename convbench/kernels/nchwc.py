@@ -72,7 +72,7 @@ import numpy as np
 
 from convbench import host
 from convbench.kernels import epilogue, layouts
-from convbench.kernels._numba_support import cached_closure
+from convbench.kernels._numba_support import cached_closure, closure_mode, launched_build
 from convbench.kernels.base import ACTIVATIONS, Algorithm, Ints, Param, ParamValue, Prepared
 from convbench.kernels.buffers import page_aligned, page_aligned_zeros
 from convbench.kernels.register_tile import MIN_CHAINS, tile_fma, tile_store_blocks, tile_zero
@@ -185,10 +185,12 @@ def _job_place(job, ocb_len, inner, ocb_chunk):  # pragma: no cover - jitted
 
 @cache
 def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed: int,
-            act: int = epilogue.NONE, add: bool = False, blocks: int = 1):
+            act: int = epilogue.NONE, add: bool = False, blocks: int = 1,
+            parallel: bool = True):
     """The kernel with the tile (reg_n x oc_bn), ic_bn, the width stride and, when
     unrolled, the kernel size compiled in (kh_fixed = kw_fixed = 0: runtime loops): tiles
-    along each output row, the last one computed in full past the row's edge."""
+    along each output row, the last one computed in full past the row's edge.  ``parallel``
+    False: the same loops serial, for one thread (_numba_support.launched_build)."""
     REG_N, OC_BN, IC_BN, BLOCKS = reg_n, oc_bn, ic_bn, blocks
     X_STEP = sw * ic_bn
     W_TAP = ic_bn * oc_bn * blocks
@@ -212,8 +214,8 @@ def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed
                      y_block, min(REG_N, ow_len - ow0), icb_len, kh_len, kw_len, x_icb,
                      x_kh, x_kw)
 
-    return cached_closure(_key(reg_n, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act, add, blocks),
-                          parallel=True, fastmath=True)(conv)
+    key = _key(reg_n, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act, add, blocks)
+    return cached_closure(closure_mode(key, parallel), parallel=parallel, fastmath=True)(conv)
 
 
 def plane_tiled(problem: ConvProblem, reg_n: int) -> bool:
@@ -345,7 +347,8 @@ def _into_border(x, xp, ph, pw):  # pragma: no cover - jitted
 
 @cache
 def _plane_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int, taps: int = 1,
-                  act: int = epilogue.NONE, add: bool = False, blocks: int = 1):
+                  act: int = epilogue.NONE, add: bool = False, blocks: int = 1,
+                  parallel: bool = True):
     """The kernel of a layer :func:`plane_tiled` names, whose output pixels of one channel
     block are one contiguous run, as are the input pixels it reads (a pointwise layer's
     input in place, or the planes :func:`_gather_taps` gathered): reg_n x oc_bn tiles along
@@ -394,7 +397,7 @@ def _plane_kernel(reg_n: int, oc_bn: int, ic_bn: int, tail: int, taps: int = 1,
     key = (f"pw_r{reg_n}_oc{oc_bn}" + (f"x{blocks}" if blocks > 1 else "")
            + f"_ic{ic_bn}_t{tail}" + (f"_k{taps}" if taps > 1 else "")
            + epilogue.key_suffix(act, add))
-    return cached_closure(key, parallel=True, fastmath=True)(conv)
+    return cached_closure(closure_mode(key, parallel), parallel=parallel, fastmath=True)(conv)
 
 
 @cache
@@ -489,11 +492,13 @@ class BlockedNCHWc(epilogue.CompiledIn, Prepared):
         # a dispatcher compiles at its first call: switching twice compiles once
         p, reg_n = self.p, self.reg_n
         if self.plane:
-            return _plane_kernel(reg_n, self.oc_bn, self.ic_bn, (p.oh * p.ow) % reg_n,
-                                 p.kh * p.kw, self.act, self.add, self.oc_blocks)
+            return launched_build(lambda parallel: _plane_kernel(
+                reg_n, self.oc_bn, self.ic_bn, (p.oh * p.ow) % reg_n, p.kh * p.kw, self.act,
+                self.add, self.oc_blocks, parallel))
         fixed = (p.kh, p.kw) if self.unroll_ker else (0, 0)
-        return _kernel(reg_n, self.oc_bn, self.ic_bn, p.sw, *fixed, self.act, self.add,
-                       self.oc_blocks)
+        return launched_build(lambda parallel: _kernel(
+            reg_n, self.oc_bn, self.ic_bn, p.sw, *fixed, self.act, self.add, self.oc_blocks,
+            parallel))
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         p = self.p

@@ -81,6 +81,22 @@ def test_two_threads_write_what_one_does():
     np.testing.assert_array_equal(one, two)
 
 
+def test_built_on_one_thread_it_launches_the_serial_build():
+    """One thread pays no parallel launch (_numba_support.launched_build): the kernel built
+    there is the serial build, fused epilogues too, and writes what the parallel one does."""
+    p = ConvProblem.make(ic=40, oc=24, ih=20, iw=20, kh=1, kw=1)
+    out = {}
+    for threads in (1, 2):
+        with numba_threads(threads):
+            prepared = _prepared(p, 6, 3 * LANES)
+            assert prepared.kernel.targetoptions.get("parallel", False) == (threads > 1)
+            out[threads] = _output(p, prepared)
+            prepared.fuse_activation("relu")
+            assert prepared.kernel.targetoptions.get("parallel", False) == (threads > 1)
+            assert prepared.hot_kernels() == (prepared.kernel,)
+    np.testing.assert_array_equal(out[1], out[2])
+
+
 def test_weights_packed_as_panels_of_mr_channels():
     w = np.arange(5 * 3, dtype=np.float32).reshape(5, 3, 1, 1)
     wp = gemm1x1.pack_weights(w, 2)

@@ -449,3 +449,22 @@ def test_a_padded_layer_copies_its_input_inside_the_border_on_any_thread_count()
         np.testing.assert_array_equal(kernel.xp, expected)
     with pytest.raises(ValueError, match="shape"):
         kernel.run(xb[:, :, 1:], y)
+
+
+@pytest.mark.parametrize("shape", [dict(kh=1, kw=1), dict(kh=3, kw=3, ph=1, pw=1)],
+                         ids=["plane", "rows"])
+def test_built_on_one_thread_it_launches_the_serial_build(shape):
+    """One thread pays no parallel launch (_numba_support.launched_build): built there,
+    the plane and the row kernel are their serial builds and write what the parallel
+    builds do."""
+    p = ConvProblem.make(mb=2, ic=16, oc=32, ih=9, iw=7, **shape)
+    x, w = make_inputs(p, 1)
+    out = {}
+    for threads in (1, 2):
+        with numba_threads(threads):
+            kernel = nchwc.BlockedNCHWc(p, w, 8, 16, 4, False)
+            assert kernel.kernel.targetoptions.get("parallel", False) == (threads > 1)
+            y = layouts.empty(p.output_shape, kernel.out_layout)
+            kernel.run(np.ascontiguousarray(layouts.to_layout(x, kernel.in_layout)), y)
+            out[threads] = y
+    np.testing.assert_array_equal(out[1], out[2])

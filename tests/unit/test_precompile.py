@@ -49,3 +49,16 @@ def test_stamps_are_per_case_and_width(tmp_path, monkeypatch):
     assert precompile.needs_compile(cases[0], "512")     # other machine code
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "elsewhere"))
     assert precompile.needs_compile(cases[0], "256")     # another numba cache
+
+
+def test_one_thread_and_more_are_stamped_apart(tmp_path, monkeypatch):
+    """On one thread a kernel may run its serial build (_numba_support.launched_build):
+    a case compiled at two threads leaves the same variant at one thread uncompiled."""
+    import dataclasses
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    one = _cases(tmp_path)[0]
+    two, four = (dataclasses.replace(one, threads=t) for t in (2, 4))
+    precompile.mark_compiled([two], "256")
+    assert not precompile.needs_compile(four, "256")   # both launch the parallel build
+    assert precompile.needs_compile(one, "256")
