@@ -25,10 +25,12 @@ For every (image, output-channel block, output row) -- the parallel loop -- and 
 reg_n-wide run of the row, the accumulators sum over input-channel blocks, kernel taps and
 the ic_bn channels of a block: one broadcast input value times an oc_bn-wide weight vector
 per accumulator; the tile is written once at the end.  Channels are zero padded to whole
-blocks; where the layer pads, the input is copied into a zero-bordered buffer (allocated
-in build, its border written once) so the inner loops need no bounds checks; a run of the
-row past its right edge is computed in full on that buffer and only its valid positions are
-written.  A layer with no border to add (unpadded ones whose reg_n runs end at the row's
+blocks; where the layer pads, the tiles whose taps all lie inside the input read it in
+place and the others -- along the border, and a run of the row past its right edge,
+computed in full and only its valid positions written -- read a zero-bordered buffer
+(allocated in build, its border written once; each call copies into it only what they
+read, :class:`BorderPlan`), so the inner loops need no bounds checks.  A layer with no
+border to add (unpadded ones whose reg_n runs end at the row's
 edge) reads the caller's input in place.  A pointwise layer (1x1, stride 1, unpadded) is
 tiled along its whole H x W plane instead of along rows -- a channel block's pixels are one
 contiguous run on both sides -- with a tile of its own for the plane's remainder, so a 7 x 7
@@ -65,6 +67,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
 
 import numba
@@ -189,30 +192,46 @@ def _kernel(reg_n: int, oc_bn: int, ic_bn: int, sw: int, kh_fixed: int, kw_fixed
             parallel: bool = True):
     """The kernel with the tile (reg_n x oc_bn), ic_bn, the width stride and, when
     unrolled, the kernel size compiled in (kh_fixed = kw_fixed = 0: runtime loops): tiles
-    along each output row, the last one computed in full past the row's edge.  ``parallel``
+    along each output row, the last one computed in full past the row's edge.
+
+    A tile of an inner row (``oh_lo`` <= oh < ``oh_hi``) among the inner tiles (``t_lo`` <=
+    tile < ``t_hi``) -- every tap of every pixel inside the input -- reads the caller's
+    ``x`` in place; every other tile reads ``xp``, the zero-bordered copy, where
+    :func:`_into_strips` put what those tiles read (:class:`BorderPlan`).  ``parallel``
     False: the same loops serial, for one thread (_numba_support.launched_build)."""
     REG_N, OC_BN, IC_BN, BLOCKS = reg_n, oc_bn, ic_bn, blocks
     X_STEP = sw * ic_bn
     W_TAP = ic_bn * oc_bn * blocks
     tile = _tile(reg_n, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act, add, blocks)
 
-    def conv(xp, w, y, sh, dh, dw, ocb_chunk):  # pragma: no cover - jitted
+    def conv(x, xp, w, y, sh, ph, pw, dh, dw, ocb_chunk, oh_lo, oh_hi, t_lo,
+             t_hi):  # pragma: no cover - jitted
         n_mb, icb_len, hp, wp, _ = xp.shape
+        ih, iw = x.shape[2], x.shape[3]
         ocb_len, _, kh_len, kw_len, _, _ = w.shape   # tiles of BLOCKS output blocks
         _, y_blocks, oh_len, ow_len, _ = y.shape
         y_block = oh_len * ow_len * OC_BN
         ow_blocks = -(-ow_len // REG_N)
-        x_icb, x_kh, x_kw = hp * wp * IC_BN, (dh + 1) * wp * IC_BN, (dw + 1) * IC_BN
+        xp_icb, xp_kh = hp * wp * IC_BN, (dh + 1) * wp * IC_BN
+        x_icb, x_kh = ih * iw * IC_BN, (dh + 1) * iw * IC_BN
+        x_kw = (dw + 1) * IC_BN
         w_ocb = icb_len * kh_len * kw_len * W_TAP
         for job in numba.prange(n_mb * ocb_len * oh_len):
             n, ocb, oh = _job_place(job, ocb_len, oh_len, ocb_chunk)
-            x_row = (n * icb_len * hp + oh * sh) * wp * IC_BN
+            xp_row = (n * icb_len * hp + oh * sh) * wp * IC_BN
+            # the row's first input row in x (used only when the row is inner)
+            x_row = ((n * icb_len * ih + oh * sh - ph) * iw - pw) * IC_BN
+            inner = oh_lo <= oh < oh_hi
             y_row = ((n * y_blocks + ocb * BLOCKS) * oh_len + oh) * ow_len * OC_BN
             for owb in range(ow_blocks):
                 ow0 = owb * REG_N
-                tile(xp, x_row + ow0 * X_STEP, w, ocb * w_ocb, y, y_row + ow0 * OC_BN,
-                     y_block, min(REG_N, ow_len - ow0), icb_len, kh_len, kw_len, x_icb,
-                     x_kh, x_kw)
+                if inner and t_lo <= owb < t_hi:
+                    tile(x, x_row + ow0 * X_STEP, w, ocb * w_ocb, y, y_row + ow0 * OC_BN,
+                         y_block, REG_N, icb_len, kh_len, kw_len, x_icb, x_kh, x_kw)
+                else:
+                    tile(xp, xp_row + ow0 * X_STEP, w, ocb * w_ocb, y, y_row + ow0 * OC_BN,
+                         y_block, min(REG_N, ow_len - ow0), icb_len, kh_len, kw_len, xp_icb,
+                         xp_kh, x_kw)
 
     key = _key(reg_n, oc_bn, ic_bn, sw, kh_fixed, kw_fixed, act, add, blocks)
     return cached_closure(closure_mode(key, parallel), parallel=parallel, fastmath=True)(conv)
@@ -328,21 +347,79 @@ def _gather_taps(x, xs, kh_len, kw_len, sh, sw, ph, pw, dh, dw):  # pragma: no c
 
 
 @numba.njit(parallel=True, cache=True)
-def _into_border(x, xp, ph, pw):  # pragma: no cover - jitted
-    """xp[n, c, ph + i, pw:pw + iw] = x[n, c, i]: the input into the zero-bordered copy the
-    row kernel reads, its rows shared among the threads (the border, written once in build,
-    is never touched).  numpy's slice copy ran on one thread: 36 us of res3a_branch2b's
-    559 on 2 threads (Zen 5 host), where the kernel's own work splits in two."""
+def _into_strips(x, xp, ph, pw, full_rows, col_l, col_r):  # pragma: no cover - jitted
+    """Of xp[n, c, ph + i, pw:pw + iw] = x[n, c, i], what the row kernel reads from the
+    zero-bordered copy (:class:`BorderPlan`): the whole of each input row marked in
+    ``full_rows``, of the others their first ``col_l`` and their columns from ``col_r``
+    on; rows shared among the threads.  The border, written once in build, is never
+    touched, nor is what the kernel reads in place."""
     n_mb, icb_len, ih, iw, cb = x.shape
     hp, wp = xp.shape[2], xp.shape[3]
     src, dst = x.ravel(), xp.ravel()
-    run = numba.uint64(iw * cb)   # one input row of a channel block: contiguous both sides
     for job in numba.prange(n_mb * icb_len * ih):   # (image, channel block, row)
         block, i = job // ih, job % ih
         at = numba.uint64(job * iw * cb)
         to = numba.uint64(((block * hp + ph + i) * wp + pw) * cb)
-        for k in range(run):
-            dst[to + k] = src[at + k]
+        if full_rows[i]:
+            for k in range(numba.uint64(iw * cb)):
+                dst[to + k] = src[at + k]
+        else:
+            for k in range(numba.uint64(col_l * cb)):
+                dst[to + k] = src[at + k]
+            for k in range(numba.uint64(col_r * cb), numba.uint64(iw * cb)):
+                dst[to + k] = src[at + k]
+
+
+@dataclass(frozen=True)
+class BorderPlan:
+    """Which tiles of a padded layer's row kernel read the caller's input in place and what
+    the others need copied into the zero-bordered buffer.
+
+    Inner rows (``oh_lo`` <= oh < ``oh_hi``) and inner tiles (``t_lo`` <= tile < ``t_hi``,
+    whole reg_n-wide tiles) are those whose every tap lies inside the input; a tile of an
+    inner row among the inner tiles reads it in place.  The rest -- the rows along the top
+    and bottom border, the tiles at each end of a row -- read the buffer, which holds the
+    input rows those border rows read in full (``full_rows``) and of every other row the
+    first ``col_l`` and the columns from ``col_r`` on.
+
+    Copying all of it was the largest cost besides the FMAs on the IC = 3 stems: MobileNet's
+    conv1 (224 x 224 x 3, stride 2), Zen 5 host, one process, reg_n 7: 12.0 of 103.3 us at
+    1 thread (the kernel alone 0.97 of the peak), 5.8 of 54.9 at 2.  numpy copies the same
+    bytes flat in 7.8 us, and a copy per row job of its own input rows into its thread's
+    buffer cost the same at 1 thread and 80 instead of 62 us at 2."""
+
+    oh_lo: int
+    oh_hi: int
+    t_lo: int
+    t_hi: int
+    full_rows: np.ndarray   # uint8 per input row
+    col_l: int
+    col_r: int
+
+    @classmethod
+    def of(cls, p: ConvProblem, reg_n: int) -> BorderPlan:
+        span_h, span_w = (p.kh - 1) * (p.dh + 1) + 1, (p.kw - 1) * (p.dw + 1) + 1
+
+        def inside(first: int, span: int, size: int) -> bool:
+            return first >= 0 and first + span <= size
+
+        rows = [oh for oh in range(p.oh) if inside(oh * p.sh - p.ph, span_h, p.ih)]
+        oh_lo, oh_hi = (rows[0], rows[-1] + 1) if rows else (0, 0)
+        tiles = [t for t in range(p.ow // reg_n)
+                 if inside(t * reg_n * p.sw - p.pw, (reg_n - 1) * p.sw + span_w, p.iw)]
+        t_lo, t_hi = (tiles[0], tiles[-1] + 1) if tiles and oh_hi > oh_lo else (0, 0)
+        full_rows = np.zeros(p.ih, np.uint8)
+        for oh in (*range(oh_lo), *range(oh_hi, p.oh)):
+            first = oh * p.sh - p.ph
+            for r in range(p.kh):
+                if 0 <= first + r * (p.dh + 1) < p.ih:
+                    full_rows[first + r * (p.dh + 1)] = 1
+        if t_hi == t_lo:   # nothing in place: every row in full
+            full_rows[:] = 1
+        # the columns the tiles before t_lo and from t_hi on read (clipped to the input)
+        col_l = min(p.iw, max(0, (t_lo * reg_n - 1) * p.sw - p.pw + span_w)) if t_lo else 0
+        col_r = max(0, t_hi * reg_n * p.sw - p.pw) if t_hi < -(-p.ow // reg_n) else p.iw
+        return cls(oh_lo, oh_hi, t_lo, t_hi, full_rows, col_l, col_r)
 
 
 @cache
@@ -456,6 +533,7 @@ class BlockedNCHWc(epilogue.CompiledIn, Prepared):
         self.reg_n, self.unroll_ker = reg_n, unroll_ker
         self.ocb_chunk = ocb_chunk(self.w)
         self.xp = self.xs = None
+        self.border: BorderPlan | None = None
         self.kernel = self._compiled()
         if self.plane:
             taps = p.kh * p.kw
@@ -475,15 +553,10 @@ class BlockedNCHWc(epilogue.CompiledIn, Prepared):
             # the kernel reads the caller's input as it is.  The copy it skips was a
             # quarter of the time of MobileNet V2's 112 x 112 x 32 -> 16 projection
             # (150.6 -> 115.7 us on the Zen 4 host), less on layers with less input per FLOP.
-            # On the IC = 3 stems it is the largest cost besides the FMAs: MobileNet's
-            # conv1 (224 x 224 x 3, stride 2), Zen 5 host, one process, reg_n 7: 12.0 of
-            # 103.3 us at 1 thread (the kernel alone 0.97 of the peak), 5.8 of 54.9 at 2;
-            # numpy copies the same bytes flat in 7.8, and a copy per row job of just its
-            # input rows into a buffer of its thread's cost the same at 1 thread and 80
-            # instead of 62 us at 2.  Reading the interior in place would need the border
-            # pixels computed apart.
+            # A layer with a border copies only what its border tiles read (BorderPlan).
             if (hp, wp) != (p.ih, p.iw):
                 self.xp = page_aligned_zeros((p.mb, self.ic_blocks, hp, wp, ic_bn))
+                self.border = BorderPlan.of(p, reg_n)
         self.in_place = self.xp is None and self.xs is None
         self.workspace_bytes = sum(b.nbytes for b in (self.xp, self.xs) if b is not None)
         self._transform_seconds: dict[str, float] | None = None
@@ -507,8 +580,11 @@ class BlockedNCHWc(epilogue.CompiledIn, Prepared):
         if self.xp is not None:
             if x.shape != self.x_shape:   # the copy reads x through flat offsets
                 raise ValueError(f"x must be a {self.in_layout} array of shape {self.x_shape}")
-            _into_border(np.ascontiguousarray(x, np.float32), self.xp, p.ph, p.pw)
-            self.kernel(self.xp, self.w, y, p.sh, p.dh, p.dw, self.ocb_chunk)
+            b = self.border
+            x = np.ascontiguousarray(x, np.float32)
+            _into_strips(x, self.xp, p.ph, p.pw, b.full_rows, b.col_l, b.col_r)
+            self.kernel(x, self.xp, self.w, y, p.sh, p.ph, p.pw, p.dh, p.dw, self.ocb_chunk,
+                        b.oh_lo, b.oh_hi, b.t_lo, b.t_hi)
             return
         if not (x.flags.c_contiguous and x.dtype == np.float32
                 and x.shape == self.x_shape):
@@ -519,8 +595,8 @@ class BlockedNCHWc(epilogue.CompiledIn, Prepared):
             self.kernel(self.xs, self.w, y, self.tiles_per_job, self.ocb_chunk)
         elif self.plane:
             self.kernel(x, self.w, y, self.tiles_per_job, self.ocb_chunk)
-        else:
-            self.kernel(x, self.w, y, p.sh, p.dh, p.dw, self.ocb_chunk)
+        else:   # no border: every tile reads x as the bordered buffer
+            self.kernel(x, x, self.w, y, p.sh, 0, 0, p.dh, p.dw, self.ocb_chunk, 0, 0, 0, 0)
 
     def hot_kernels(self) -> tuple[object, ...]:
         return (self.kernel,)   # the gather (strided layers) only copies: no FMA

@@ -451,6 +451,40 @@ def test_a_padded_layer_copies_its_input_inside_the_border_on_any_thread_count()
         kernel.run(xb[:, :, 1:], y)
 
 
+@pytest.mark.parametrize("shape, ic_bn", [
+    (dict(mb=2, ic=16, ih=12, iw=30, kh=3, kw=3, ph=1, pw=1), 8),
+    (dict(ic=3, ih=21, iw=40, kh=3, kw=3, sh=2, sw=2, ph=1, pw=1), 3),     # a stem's shape
+    (dict(ic=8, ih=14, iw=33, kh=5, kw=3, ph=2, pw=1, dh=1, dw=1), 8)],
+    ids=["3x3", "stride2", "dilated"])
+def test_inner_tiles_read_the_input_in_place_and_the_copy_holds_only_the_border_strips(
+        shape, ic_bn):
+    """A padded layer's tiles whose taps lie inside the input read it in place; the copy
+    holds only what the border tiles read (BorderPlan).  The buffer starts NaN inside its
+    zero border, so a tile reading an uncopied spot shows in the output; after the call the
+    rows the top and bottom rows read are copied whole, the others only at their ends."""
+    p = ConvProblem.make(oc=16, **shape)
+    b = nchwc.BorderPlan.of(p, 4)
+    assert 0 < b.oh_lo < b.oh_hi < p.oh and 0 < b.t_lo < b.t_hi and b.col_l < b.col_r
+    inside = (slice(None), slice(None), slice(p.ph, p.ph + p.ih), slice(p.pw, p.pw + p.iw))
+    for threads, seed in ((1, 3), (2, 4)):
+        x, w = make_inputs(p, seed)
+        with numba_threads(threads):
+            kernel = nchwc.BlockedNCHWc(p, w, ic_bn, 16, 4, False)
+            kernel.xp[inside] = np.nan
+            xb = np.ascontiguousarray(layouts.to_layout(x, kernel.in_layout))
+            y = layouts.empty(p.output_shape, kernel.out_layout)
+            kernel.run(xb, y)
+        out = np.ascontiguousarray(layouts.from_layout(y, kernel.out_layout, p.oc))
+        assert Reference(p, x, w).compare(out).passed
+        copied = kernel.xp[inside]
+        full = b.full_rows.astype(bool)
+        np.testing.assert_array_equal(copied[:, :, full], xb[:, :, full])
+        ends = np.r_[0:b.col_l, b.col_r:p.iw]
+        rest, given = copied[:, :, ~full], xb[:, :, ~full]
+        np.testing.assert_array_equal(rest[:, :, :, ends], given[:, :, :, ends])
+        assert np.isnan(rest[:, :, :, b.col_l:b.col_r]).all()   # never copied
+
+
 @pytest.mark.parametrize("shape", [dict(kh=1, kw=1), dict(kh=3, kw=3, ph=1, pw=1)],
                          ids=["plane", "rows"])
 def test_built_on_one_thread_it_launches_the_serial_build(shape):
