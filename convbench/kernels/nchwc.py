@@ -30,8 +30,8 @@ place and the others -- along the border, and a run of the row past its right ed
 computed in full and only its valid positions written -- read a zero-bordered buffer
 (allocated in build, its border written once; each call copies into it only what they
 read, :class:`BorderPlan`), so the inner loops need no bounds checks.  A layer with no
-border to add (unpadded ones whose reg_n runs end at the row's
-edge) reads the caller's input in place.  A pointwise layer (1x1, stride 1, unpadded) is
+border to add (unpadded ones whose reg_n runs end at the row's edge) reads the caller's
+input in place.  A pointwise layer (1x1, stride 1, unpadded) is
 tiled along its whole H x W plane instead of along rows -- a channel block's pixels are one
 contiguous run on both sides -- with a tile of its own for the plane's remainder, so a 7 x 7
 plane takes 6-wide tiles and a 1-wide tail, not 7-wide rows; it reads in place.  A strided
@@ -352,8 +352,10 @@ def _into_strips(x, xp, ph, pw, full_rows, col_l, col_r):  # pragma: no cover - 
     """Of xp[n, c, ph + i, pw:pw + iw] = x[n, c, i], what the row kernel reads from the
     zero-bordered copy (:class:`BorderPlan`): the whole of each input row marked in
     ``full_rows``, of the others their first ``col_l`` and their columns from ``col_r``
-    on; rows shared among the threads.  The border, written once in build, is never
-    touched, nor is what the kernel reads in place."""
+    on; rows shared among the threads (numpy's slice copy ran on one thread: 36 us of
+    res3a_branch2b's 559 at 2 threads, Zen 5 host, where the kernel's own work splits in
+    two).  The border, written once in build, is never touched, nor is what the kernel
+    reads in place."""
     n_mb, icb_len, ih, iw, cb = x.shape
     hp, wp = xp.shape[2], xp.shape[3]
     src, dst = x.ravel(), xp.ravel()
@@ -388,9 +390,10 @@ class BorderPlan:
     1 thread (the kernel alone 0.97 of the peak), 5.8 of 54.9 at 2.  numpy copies the same
     bytes flat in 7.8 us, and a copy per row job of its own input rows into its thread's
     buffer cost the same at 1 thread and 80 instead of 62 us at 2.  With this plan, against
-    the full copy, in one process, alternating rounds (median of 31 per-round ratios, 1 / 2
-    threads): MobileNet V2's and V1's stems 1.08 / 1.06 and 1.07 / 1.10x, VGG-16's conv1_1
-    1.03 / 0.99, ResNet-50's res2a_branch2b and a 14 x 14 x 256 3x3 layer 1.00 / 1.00."""
+    the kernel before it (the full copy) in one process, alternating rounds (median of 31
+    per-round ratios, 1 / 2 threads): MobileNet V2's and V1's stems 1.08 / 1.06 and 1.07 /
+    1.10x, VGG-16's conv1_1 1.03 / 0.99, ResNet-50's res2a_branch2b and a 14 x 14 x 256 3x3
+    layer 1.00 / 1.00."""
 
     oh_lo: int
     oh_hi: int
