@@ -71,13 +71,14 @@ def launched_build(build: Callable[[bool], Compiled]) -> Compiled:
 
     A parallel loop pays its threading layer's launch on one thread too.  Zen 5 host,
     in-process, back to back: an empty ``prange`` function took 1.18 us a call on one
-    thread (1.44 on two), a serial function with the same arguments 0.26; nchwc's
-    pointwise kernel ran 1.1-1.4 us a call faster built serial on MobileNet V2's 7 x 7 to
-    28 x 28 projections (39-61 us).  Chosen once, when the kernel is built -- a harness
-    worker builds under the threads it times -- because asking numba its thread count
-    costs ~0.5 us a call (:class:`convbench.kernels.depthwise.DepthwiseNHWC`, where
-    this was first measured).  A kernel built on one thread stays serial if the count is
-    raised later; one built on more runs on any count."""
+    thread (1.44 on two), a serial function with the same arguments 0.26; built serial,
+    nchwc ran MobileNet V2's block_6_project and block_14_project (22 and 67 us) 1.1 and 1.5
+    us a call faster, gemm1x1 its block_1_project (74 us) 1.5.  Chosen once, when the
+    kernel is built -- a harness worker builds under the threads it times -- because
+    asking numba its thread count costs ~0.5 us a call
+    (:class:`convbench.kernels.depthwise.DepthwiseNHWC`, where this was first measured).
+    A kernel built on one thread stays serial if the count is raised later; one built on
+    more runs on any count."""
     return build(numba.get_num_threads() > 1)
 
 
