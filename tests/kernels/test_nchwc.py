@@ -433,12 +433,14 @@ def test_an_output_of_three_registers_is_one_block_in_the_sweep_grid():
 
 
 def test_a_padded_layer_copies_its_input_inside_the_border_on_any_thread_count():
-    """The row kernel's zero-bordered copy: each call writes the input's rows inside the
-    border (shared among the threads) and nothing else; an input of another shape is
-    refused (the copy reads it through flat offsets)."""
+    """The row kernel's zero-bordered copy where no tile lies inside the input (a 7-wide
+    row in 4-wide tiles, pw 2): each call writes all of the input's rows inside the border
+    (shared among the threads) and nothing else; an input of another shape is refused (the
+    copy reads it through flat offsets)."""
     p = ConvProblem.make(mb=2, ic=20, oc=8, ih=9, iw=7, kh=3, kw=3, ph=1, pw=2)
     kernel = nchwc.BlockedNCHWc(p, make_inputs(p, 2)[1], 8, 8, 4, False)
     assert kernel.xp is not None and kernel.xp.shape[3] > p.iw + 2 * p.pw  # reg_n's reach
+    assert kernel.border.t_lo == kernel.border.t_hi and kernel.border.full_rows.all()
     y = layouts.empty(p.output_shape, kernel.out_layout)
     for threads, seed in ((1, 3), (2, 4)):
         xb = np.ascontiguousarray(layouts.to_layout(make_inputs(p, seed)[0], kernel.in_layout))
