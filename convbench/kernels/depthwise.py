@@ -42,7 +42,12 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from convbench.kernels import epilogue
-from convbench.kernels._numba_support import cached_closure, data_ptr, stable_identity
+from convbench.kernels._numba_support import (
+    cached_closure,
+    data_ptr,
+    launched_build,
+    stable_identity,
+)
 from convbench.kernels.base import ACTIVATIONS, Algorithm, Param, ParamValue, Prepared
 from convbench.kernels.buffers import page_aligned, page_aligned_zeros
 from convbench.spec.problem import ConvProblem
@@ -425,7 +430,7 @@ class DepthwiseNHWC(Prepared):
                                   channels=self.channels, lanes=self.lanes, act=act)
         # built in the worker, under the threads it runs with: numba.get_num_threads()
         # costs ~0.5 us a call (Zen 5 host), 6% of MobileNet V1's conv_dw_12 at 1 thread
-        self.launch = self.kernel if numba.get_num_threads() > 1 else self.serial
+        self.launch = launched_build(lambda parallel: self.kernel if parallel else self.serial)
 
     def fuse_activation(self, kind: str) -> bool:
         self._compile(epilogue.CODES[kind])
