@@ -31,6 +31,7 @@ BUSY_ITEM, STEAL_ITEM = "CPU use by others", "hypervisor steal"
 
 PROC = Path("/proc")
 CPU_SYSFS = affinity.CPU_SYSFS
+THP_SYSFS = Path("/sys/kernel/mm/transparent_hugepage")
 
 # The busy window: `convbench system` samples /proc/stat over COMMAND_WINDOW_S; every run
 # over RUN_WINDOW_S before its first worker, so a run is only that much slower.  /proc/stat
@@ -134,6 +135,24 @@ def aslr(proc: Path = PROC) -> Check:
                      "turns ASLR off for its workers (setarch -R)")
     return Check(item, value, WARNING, "full randomization lets runs average over address "
                  "layouts: echo 2 > /proc/sys/kernel/randomize_va_space")
+
+
+def transparent_huge_pages(sysfs: Path = THP_SYSFS) -> Check:
+    """Whether the own kernels' packed weights can get 2 MiB pages: they ask with
+    MADV_HUGEPAGE (convbench/kernels/buffers.py), which ``madvise`` and ``always`` grant."""
+    item = "transparent huge pages"
+    text, why = _read(sysfs / "enabled")
+    if text is None:
+        return Check(item, UNKNOWN, UNKNOWN, f"{why}: own kernels' packed weights stay on "
+                     "the platform's pages")
+    chosen = text[text.index("[") + 1:text.index("]")] if "[" in text and "]" in text else text
+    if chosen in ("madvise", "always"):
+        return Check(item, chosen, OK, "own kernels' packed weights on 2 MiB pages; a "
+                     "library's as it allocates them" + (
+                         " (4 KiB pages unless it asks)" if chosen == "madvise" else ""))
+    return Check(item, chosen, WARNING, "own kernels' packed weights on 4 KiB pages: "
+                 "cold-weights calls walk the page table per 4 KiB of weights; "
+                 f"echo madvise > {sysfs / 'enabled'}")
 
 
 def smt(cpus: Sequence[int], cpu_sysfs: Path = CPU_SYSFS) -> Check:
@@ -368,7 +387,8 @@ def check_all(cpus: Sequence[int] | None = None, window_s: float = COMMAND_WINDO
     """Every check, the busy window measured on ``cpus`` (default: this process's CPUs)."""
     cpus = tuple(cpus) if cpus else affinity.allowed_cpus()
     return [cpu_affinity(cpus), governor(cpus, cpu_sysfs), turbo(cpu_sysfs), aslr(proc),
-            smt(cpus, cpu_sysfs), isolation(cpu_sysfs), load_average(proc),
+            transparent_huge_pages(), smt(cpus, cpu_sysfs), isolation(cpu_sysfs),
+            load_average(proc),
             *busy_checks(measure_activity(cpus, window_s, proc), proc),
             perf_paranoid(proc), nmi_watchdog(proc), threading_layer()]
 

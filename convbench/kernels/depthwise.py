@@ -49,7 +49,7 @@ from convbench.kernels._numba_support import (
     stable_identity,
 )
 from convbench.kernels.base import ACTIVATIONS, Algorithm, Param, ParamValue, Prepared
-from convbench.kernels.buffers import page_aligned, page_aligned_zeros
+from convbench.kernels.buffers import packed_weights, page_aligned_zeros
 from convbench.spec.problem import ConvProblem
 
 V = 16   # channels per packed weight block: one zmm register of float32
@@ -416,7 +416,7 @@ class DepthwiseNHWC(Prepared):
         # layer); other channel counts share one kernel per tile (no compile per C)
         self.channels = problem.ic if not block and problem.ic % lanes == 0 else 0
         self._compile(epilogue.NONE)
-        self.wp = page_aligned(pack_weights(np.asarray(w, np.float32), lanes, block or 1))
+        self.wp = packed_weights(pack_weights(np.asarray(w, np.float32), lanes, block or 1))
         self.zero = page_aligned_zeros(lanes)   # the vector padding taps read
         self.packed_weight_bytes = self.wp.nbytes
         self.workspace_bytes = self.zero.nbytes
@@ -466,7 +466,7 @@ class DepthwiseNCHW(Prepared):
 
     def __init__(self, problem: ConvProblem, w: np.ndarray):
         self.p = problem
-        self.w = page_aligned(np.asarray(w, np.float32)[:, 0])   # (C, 3, 3)
+        self.w = packed_weights(np.asarray(w, np.float32)[:, 0])   # (C, 3, 3)
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         _dw3x3_nchw(x, self.w, y, *_strides(self.p))

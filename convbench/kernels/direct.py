@@ -15,7 +15,7 @@ import numba
 import numpy as np
 
 from convbench.kernels.base import Algorithm, ParamValue, Prepared
-from convbench.kernels.buffers import page_aligned
+from convbench.kernels.buffers import packed_weights
 from convbench.kernels.layouts import oihw_to_hwio
 from convbench.spec.problem import ConvProblem
 
@@ -102,7 +102,7 @@ class DirectNCHW(Prepared):
     in_layout = out_layout = "nchw"
 
     def __init__(self, problem: ConvProblem, w: np.ndarray):
-        self.w = page_aligned(np.asarray(w, dtype=np.float32))
+        self.w = packed_weights(np.asarray(w, dtype=np.float32))
         self.geometry = _geometry(problem)
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
@@ -116,7 +116,7 @@ class DirectNHWC(Prepared):
     in_layout = out_layout = "nhwc"
 
     def __init__(self, problem: ConvProblem, w: np.ndarray):
-        self.w = page_aligned(oihw_to_hwio(np.asarray(w, dtype=np.float32)))
+        self.w = packed_weights(oihw_to_hwio(np.asarray(w, dtype=np.float32)))
         self.packed_weight_bytes = self.w.nbytes
         self.geometry = _geometry(problem)
 

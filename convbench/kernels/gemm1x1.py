@@ -40,7 +40,7 @@ from convbench import host
 from convbench.kernels import epilogue
 from convbench.kernels._numba_support import cached_closure, closure_mode, launched_build
 from convbench.kernels.base import ACTIVATIONS, Algorithm, Ints, Param, ParamValue, Prepared
-from convbench.kernels.buffers import page_aligned
+from convbench.kernels.buffers import packed_weights
 from convbench.kernels.nchwc import ocb_chunk
 from convbench.kernels.register_tile import MIN_CHAINS, tile_fma, tile_store, tile_zero
 from convbench.spec.problem import ConvProblem
@@ -108,7 +108,7 @@ def pack_weights(w: np.ndarray, mr: int) -> np.ndarray:
     panels = -(-oc // mr)
     padded = np.zeros((panels * mr, ic), np.float32)
     padded[:oc] = w.reshape(oc, ic)
-    return page_aligned(padded.reshape(panels, mr, ic).transpose(0, 2, 1))
+    return packed_weights(padded.reshape(panels, mr, ic).transpose(0, 2, 1))
 
 
 class Gemm1x1NCHW(epilogue.CompiledIn, Prepared):

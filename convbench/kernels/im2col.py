@@ -17,7 +17,7 @@ import numpy as np
 
 from convbench.kernels._numba_support import U
 from convbench.kernels.base import Algorithm, ParamValue, Prepared
-from convbench.kernels.buffers import page_aligned, page_aligned_empty
+from convbench.kernels.buffers import packed_weights, page_aligned_empty
 from convbench.kernels.gemm import GEMM_BACKEND, Blocking, hot_gemm, own_blocking
 from convbench.spec.problem import ConvProblem
 
@@ -87,15 +87,15 @@ class Im2colNCHW(Prepared):
 
     def __init__(self, problem: ConvProblem, w: np.ndarray, blocking: Blocking | None = None):
         p = self.p = problem
-        self.wmat = page_aligned(np.asarray(w, np.float32).reshape(p.g, p.ocg,
-                                                                    p.reduction_length))
+        self.wmat = packed_weights(np.asarray(w, np.float32).reshape(p.g, p.ocg,
+                                                                      p.reduction_length))
         self.skip_unfold = p.is_pointwise   # the im2col matrix is the input itself
         k = p.reduction_length
         self.cols = None if self.skip_unfold else page_aligned_empty((k, p.oh * p.ow))
         self.workspace_bytes = 0 if self.cols is None else self.cols.nbytes
         self.blocking = blocking
         if blocking is not None:  # Y_g = W_g @ cols: W_g is the packed A, cols the packed B
-            self.wpacked = [blocking.pack_a(self.wmat[g]) for g in range(p.g)]
+            self.wpacked = [packed_weights(blocking.pack_a(self.wmat[g])) for g in range(p.g)]
             self.colpacked = page_aligned_empty(blocking.packed_b_shape(k, p.oh * p.ow))
             self.packed_weight_bytes = sum(a.nbytes for a in self.wpacked)
             self.workspace_bytes += self.colpacked.nbytes
@@ -132,8 +132,8 @@ class Im2colNHWC(Prepared):
         p = self.p = problem
         # (g, KH*KW*ICg, OCg) so that cols @ wmat[g] gives a group's outputs
         wg = np.asarray(w, np.float32).reshape(p.g, p.ocg, p.icg, p.kh, p.kw)
-        self.wmat = page_aligned(wg.transpose(0, 3, 4, 2, 1).reshape(p.g, p.reduction_length,
-                                                                     p.ocg))
+        self.wmat = packed_weights(wg.transpose(0, 3, 4, 2, 1).reshape(p.g, p.reduction_length,
+                                                                       p.ocg))
         self.packed_weight_bytes = self.wmat.nbytes
         self.skip_unfold = p.is_pointwise and p.g == 1
         k = p.reduction_length
@@ -142,7 +142,7 @@ class Im2colNHWC(Prepared):
         self.workspace_bytes = sum(a.nbytes for a in (self.cols, self.gout) if a is not None)
         self.blocking = blocking
         if blocking is not None:  # Y = cols @ W_g: cols is the packed A, W_g the packed B
-            self.wpacked = [blocking.pack_b(self.wmat[g]) for g in range(p.g)]
+            self.wpacked = [packed_weights(blocking.pack_b(self.wmat[g])) for g in range(p.g)]
             self.colpacked = page_aligned_empty(blocking.packed_a_shape(p.oh * p.ow, k))
             self.packed_weight_bytes = sum(b.nbytes for b in self.wpacked)
             self.workspace_bytes += self.colpacked.nbytes

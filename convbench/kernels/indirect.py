@@ -25,7 +25,7 @@ import numpy as np
 
 from convbench.kernels import epilogue
 from convbench.kernels.base import ACTIVATIONS, Algorithm, ParamValue, Prepared
-from convbench.kernels.buffers import page_aligned_empty, page_aligned_zeros
+from convbench.kernels.buffers import packed_weights, page_aligned_empty, page_aligned_zeros
 from convbench.kernels.gemm import (
     BLOCKING_PARAMS,
     DEFAULT_KC,
@@ -81,7 +81,7 @@ class IndirectNHWC(Prepared):
         # C order even where the reshape is a view (1x1: F order): one pack_b signature
         hwio = np.ascontiguousarray(wg.transpose(0, 3, 4, 2, 1).reshape(p.g, k, p.ocg))
         whole_k = Blocking(blocking.MR, blocking.NR, blocking.MC, k, blocking.NC)
-        self.wpacked = [whole_k.pack_b(hwio[g])[0] for g in range(p.g)]
+        self.wpacked = [packed_weights(whole_k.pack_b(hwio[g])[0]) for g in range(p.g)]
         self.taps_per_chunk = max(1, blocking.KC // p.icg)
         self.panels_per_block = block_panels(rows // blocking.MR, blocking.MR, blocking.MC)
         self.packed_weight_bytes = sum(b.nbytes for b in self.wpacked)

@@ -77,7 +77,7 @@ from convbench import host
 from convbench.kernels import epilogue, layouts
 from convbench.kernels._numba_support import cached_closure, closure_mode, launched_build
 from convbench.kernels.base import ACTIVATIONS, Algorithm, Ints, Param, ParamValue, Prepared
-from convbench.kernels.buffers import page_aligned, page_aligned_zeros
+from convbench.kernels.buffers import packed_weights, page_aligned_zeros
 from convbench.kernels.register_tile import MIN_CHAINS, tile_fma, tile_store_blocks, tile_zero
 from convbench.spec.problem import ConvProblem
 
@@ -531,8 +531,8 @@ class BlockedNCHWc(epilogue.CompiledIn, Prepared):
         self.ic_bn, self.oc_bn, self.oc_blocks = ic_bn, oc_bn, oc_blocks
         self.in_layout, self.out_layout = layouts.blocked_name(ic_bn), layouts.blocked_name(oc_bn)
         # packed for the tile: a block of oc_blocks x oc_bn output channels, as it reads them
-        self.w = page_aligned(layouts.oihw_to_kcrsxcyk(np.asarray(w, np.float32), ic_bn,
-                                                       oc_bn * oc_blocks))
+        self.w = packed_weights(layouts.oihw_to_kcrsxcyk(np.asarray(w, np.float32), ic_bn,
+                                                         oc_bn * oc_blocks))
         self.packed_weight_bytes = self.w.nbytes
         self.ic_blocks = -(-p.ic // ic_bn)
         self.x_shape = (p.mb, self.ic_blocks, p.ih, p.iw, ic_bn)

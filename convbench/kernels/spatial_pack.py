@@ -22,6 +22,7 @@ import numpy as np
 
 from convbench.kernels._numba_support import cached_closure
 from convbench.kernels.base import Algorithm, Ints, Param, ParamValue, Prepared
+from convbench.kernels.buffers import packed_weights
 from convbench.kernels.gemm import BLOCKING_PARAMS, Blocking, blocking_from, blocking_unfit
 from convbench.spec.problem import ConvProblem
 
@@ -116,7 +117,7 @@ class SpatialPackNHWC(Prepared):
         # C order even where the reshape is a view (1x1: F order): one pack_b signature
         hwio = np.ascontiguousarray(
             np.asarray(w, np.float32).transpose(2, 3, 1, 0).reshape(k, p.oc))
-        self.wpacked = Blocking(blocking.MR, blocking.NR, KC=k).pack_b(hwio)[0]
+        self.wpacked = packed_weights(Blocking(blocking.MR, blocking.NR, KC=k).pack_b(hwio)[0])
         self.taps_per_chunk = max(1, blocking.KC // p.ic)
         self.kernel = _tile_kernel(blocking.MR, blocking.NR)
         self.n_tiles = p.mb * -(-p.oh // self.tile_h) * -(-p.ow // self.tile_w)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from convbench.kernels.base import PERFORMED_FLOPS, Algorithm, Param, ParamValue, Prepared
-from convbench.kernels.buffers import page_aligned, page_aligned_empty, page_aligned_zeros
+from convbench.kernels.buffers import packed_weights, page_aligned_empty, page_aligned_zeros
 from convbench.kernels.gemm import GEMM_BACKEND, Blocking, hot_gemm, own_blocking
 from convbench.spec.problem import ConvProblem
 
@@ -104,7 +104,7 @@ class _Left:
 
 def _left_tree(a: np.ndarray, depth: int, blocking: Blocking | None) -> _Left:
     if depth == 0:
-        packed = blocking.pack_a(a) if blocking is not None else None
+        packed = packed_weights(blocking.pack_a(a)) if blocking is not None else None
         return _Left(a, [], packed)
     a11, a12, a21, a22 = _quadrants(a)
     s1 = a21 + a22
@@ -113,7 +113,7 @@ def _left_tree(a: np.ndarray, depth: int, blocking: Blocking | None) -> _Left:
     s4 = a12 - s2
     # order of the products M1..M7 (see _multiply)
     ops = [a11, a12, s4, a22, s1, s2, s3]
-    return _Left(a, [_left_tree(page_aligned(o), depth - 1, blocking) for o in ops])
+    return _Left(a, [_left_tree(packed_weights(o), depth - 1, blocking) for o in ops])
 
 
 class _Level:
@@ -143,7 +143,7 @@ class StrassenNCHW(Prepared):
         self.ep, self.lp, self.hp = (-(-v // unit) * unit for v in (e, l, h))
         wpad = page_aligned_zeros((self.hp, self.lp))
         wpad[:h, :l] = np.asarray(w, np.float32).reshape(h, l)
-        self.left = _left_tree(wpad, depth, blocking)
+        self.left = _left_tree(packed_weights(wpad), depth, blocking)
         self.levels = [_Level(self.hp >> d, self.lp >> d, self.ep >> d) for d in range(depth)]
         self.padded = (self.ep, self.lp, self.hp) != (e, l, h)
         self.xpad = page_aligned_zeros((self.lp, self.ep)) if self.padded else None

@@ -66,7 +66,7 @@ from convbench.kernels.base import (
     ParamValue,
     Prepared,
 )
-from convbench.kernels.buffers import page_aligned, page_aligned_empty, page_aligned_zeros
+from convbench.kernels.buffers import packed_weights, page_aligned_empty, page_aligned_zeros
 from convbench.kernels.gemm import (
     DEFAULT_MR,
     DEFAULT_NR,
@@ -415,9 +415,9 @@ class WinogradNHWC(Prepared):
             if schedule == FUSED else (min(tile_block, self.n_tiles), 1))
         self.blocking = Blocking(MR=mr or micro_rows(self.n_tiles, self.tile_block))
         if gemm == "own":   # only the panels are kept: (alpha^2, OC/NR, IC, NR)
-            self.u = self.blocking.pack_b_batch(np.ascontiguousarray(u, np.float32))
+            self.u = packed_weights(self.blocking.pack_b_batch(np.ascontiguousarray(u, np.float32)))
         else:
-            self.u = page_aligned(np.asarray(u, dtype=np.float32))
+            self.u = packed_weights(np.asarray(u, dtype=np.float32))
         self.tiles = tile_kernels(t)
         # Zero border written once; run() only refreshes the interior (staged only: the
         # fused schedule reads x in place).

@@ -1,8 +1,11 @@
 """Every float32 buffer an own kernel keeps (packed weights, padded copies, scratch) starts
-on a page boundary, as the harness's inputs and outputs do (convbench/kernels/buffers.py)."""
+on a page boundary, as the harness's inputs and outputs do, and its packed weights lie on
+mappings advised for huge pages (convbench/kernels/buffers.py)."""
 
 from __future__ import annotations
 
+import gc
+import mmap
 from collections.abc import Iterator
 
 import numpy as np
@@ -10,7 +13,14 @@ import pytest
 
 from convbench.harness.inputs import make_inputs
 from convbench.kernels import registry
-from convbench.kernels.buffers import PAGE_BYTES, page_aligned, page_aligned_empty
+from convbench.kernels.buffers import (
+    HUGE_PAGE_BYTES,
+    PAGE_BYTES,
+    huge_page_empty,
+    packed_weights,
+    page_aligned,
+    page_aligned_empty,
+)
 from convbench.spec.problem import ConvProblem
 
 OWN = sorted(name for name, alg in registry.algorithms().items() if not alg.baseline)
@@ -66,3 +76,60 @@ def test_page_aligned_arrays_start_on_a_page(shape: tuple[int, ...], dtype: type
     np.testing.assert_array_equal(b, src)
     for arr in (a, b):
         assert arr.size == 0 or arr.ctypes.data % PAGE_BYTES == 0
+
+
+def _advised_ranges() -> list[tuple[int, int]]:
+    """This process's mappings advised MADV_HUGEPAGE (``hg`` in smaps' VmFlags)."""
+    ranges, current = [], None
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(v, 16) for v in head.split("-"))
+                current = (lo, hi)
+            elif head == "VmFlags:" and "hg" in line.split()[1:]:
+                ranges.append(current)
+    return ranges
+
+
+def _on_advised(a: np.ndarray, ranges: list[tuple[int, int]]) -> bool:
+    start = a.ctypes.data
+    return any(lo <= start and start + a.nbytes <= hi for lo, hi in ranges)
+
+
+@pytest.mark.parametrize("algorithm", OWN)
+def test_own_kernels_keep_their_packed_weights_on_huge_page_mappings(algorithm: str) -> None:
+    """What an advised mapping holds covers the kernel's packed weights (a kernel that reads
+    OIHW as is keeps its copy there too); whether the host backs it with huge pages is the
+    host's setting, recorded per run."""
+    checked = 0
+    for problem in PROBLEMS:
+        _, w = make_inputs(problem, seed=1)
+        for variant, skip in registry.variants(problem, (algorithm,)):
+            if skip is not None:
+                continue
+            prepared = registry.get(algorithm).build(problem, w, variant.layout,
+                                                     variant.param_dict)
+            ranges = _advised_ranges()
+            advised = sum(a.nbytes for _, a in _arrays(prepared, variant.id, set())
+                          if a.nbytes and _on_advised(a, ranges))
+            assert advised and advised >= prepared.packed_weight_bytes, \
+                (variant.id, advised, prepared.packed_weight_bytes)
+            checked += 1
+    assert checked, f"{algorithm}: no variant applies to these problems"
+
+
+@pytest.mark.skipif(not hasattr(mmap, "MADV_HUGEPAGE"),
+                    reason="no MADV_HUGEPAGE on this platform")
+def test_packed_weights_are_a_copy_on_an_advised_2_mib_aligned_mapping_freed_with_it():
+    src = np.arange(3 * 700 * 1000, dtype=np.float32).reshape(3, 700, 1000)   # 8.0 MiB
+    a = packed_weights(src)
+    np.testing.assert_array_equal(a, src)
+    assert a.flags.c_contiguous and a.flags.writeable and a.dtype == np.float32
+    assert a.ctypes.data % HUGE_PAGE_BYTES == 0 and _on_advised(a, _advised_ranges())
+    start = a.ctypes.data
+    del a
+    gc.collect()
+    assert not any(lo <= start < hi for lo, hi in _advised_ranges())   # unmapped
+    empty = huge_page_empty((0, 5))
+    assert empty.shape == (0, 5) and empty.dtype == np.float32

@@ -116,6 +116,18 @@ def test_aslr(tmp_path, text, verdict):
     assert system.aslr(proc).verdict == verdict
 
 
+@pytest.mark.parametrize("text, verdict, value", [
+    ("always [madvise] never\n", system.OK, "madvise"),
+    ("[always] madvise never\n", system.OK, "always"),
+    ("always madvise [never]\n", system.WARNING, "never"),
+])
+def test_transparent_huge_pages(tmp_path, text, verdict, value):
+    check = system.transparent_huge_pages(_tree(tmp_path, {"enabled": text}))
+    assert (check.verdict, check.value) == (verdict, value)
+    assert "packed weights" in check.advice
+    assert system.transparent_huge_pages(tmp_path / "absent").verdict == system.UNKNOWN
+
+
 def test_smt(tmp_path):
     sysfs = _tree(tmp_path, {"cpu0/topology/thread_siblings_list": "0,4\n",
                              "cpu4/topology/thread_siblings_list": "0,4\n",
