@@ -18,11 +18,18 @@ and aligned to 2 MiB, so where the kernel's transparent huge pages are ``madvise
 environment.json) a layer's weights sit on one or a few 2 MiB pages.  In ``cold-weights``
 the call finds its weights out of cache and out of the TLB too, and on 4 KiB pages it walks
 the page table (itself out of cache, and two-dimensional under a hypervisor) once per 4 KiB
-of weights.  Zen 5 host, in one process, 1 thread, nchwc on MobileNet V2's 1x1 layers, after
-the cold-weights pile and twin, weights on 4 KiB pages over the same on a 2 MiB page
-(medians of 80 alternating rounds): block_13_project (0.35 MiB) 1.16x, Conv_1 (1.56 MiB)
-1.12, block_6_project (0.05 MiB) 1.10, block_16_project 1.08, block_10_project 1.04,
-MobileNet V1's conv_pw_13 (4 MiB) 1.06; 2 threads 1.04-1.13; warm calls 0.99-1.02 (same).
+of weights.  Measured on the Zen 5 host (a VM), in one process, nchwc on MobileNet V2's 1x1
+layers and V1's conv_pw_13 (0.05-4 MiB of weights), after the cold-weights pile and twin,
+time with the weights on 4 KiB pages over the same on a 2 MiB page, medians of 60-80
+alternating rounds: in the first runs 1.03-1.18 at 1 thread and 1.04-1.13 at 2; half an
+hour later, the host slower by ~7%, 0.88-1.04 at 1 thread and 0.96-1.06 at 2 (median of all
+runs ~1.03); warm calls 0.99-1.02 throughout.  Through ``convbench run`` (20 dense layers of
+MobileNet V2, each layer's best variant, two alternating runs a side) the change ran the
+layers 1.06x (geomean; per layer 0.79-1.29) at 1 thread and 1.10x (0.87-1.42) at 2.  So the
+gain is small and varies with the host's state (a likely reason, not measured: a guest's 2
+MiB page is one TLB entry only where the hypervisor backs it with one).  A mapping is
+rounded to 2 MiB (and reserves 2 MiB more to align it): a worker holding hundreds of kernels
+maps a few hundred MiB.
 The libraries allocate their prepacked weights as they do (4 KiB pages under ``madvise``):
 this is a choice an inference runtime can make, and ours makes it.  Where the kernel gives
 no huge page the buffer is an ordinary 2 MiB-aligned mapping of 4 KiB pages.
