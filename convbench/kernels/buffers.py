@@ -25,11 +25,16 @@ alternating rounds: in the first runs 1.03-1.18 at 1 thread and 1.04-1.13 at 2; 
 hour later, the host slower by ~7%, 0.88-1.04 at 1 thread and 0.96-1.06 at 2 (median of all
 runs ~1.03); warm calls 0.99-1.02 throughout.  Through ``convbench run`` (20 dense layers of
 MobileNet V2, each layer's best variant, two alternating runs a side) the change ran the
-layers 1.06x (geomean; per layer 0.79-1.29) at 1 thread and 1.10x (0.87-1.42) at 2.  So the
+layers 1.06x (geomean; per layer 0.79-1.29) at 1 thread and 1.10x (0.87-1.42) at 2; the five
+with 256 KiB of weights or more 1.17x and 1.14x, the other fifteen 1.02x and 1.09x (on huge
+pages in those runs; under the floor below they are not).  So the
 gain is small and varies with the host's state (a likely reason, not measured: a guest's 2
 MiB page is one TLB entry only where the hypervisor backs it with one).  A mapping is
 rounded to 2 MiB (and reserves 2 MiB more to align it): a worker holding hundreds of kernels
-maps a few hundred MiB.
+maps a few hundred MiB.  Weights under :data:`HUGE_PAGE_MIN_BYTES` stay page-aligned heap
+memory: a mapping costs ~310 us to make (mmap, the 2 MiB page zeroed, munmap; 8 us for a
+heap copy of 4 KiB) and holds 2 MiB, and the gain is measured on 0.35 MiB and up only
+(above: at 0.05 and 0.14 MiB it was 0.96-1.10).
 The libraries allocate their prepacked weights as they do (4 KiB pages under ``madvise``):
 this is a choice an inference runtime can make, and ours makes it.  Where the kernel gives
 no huge page the buffer is an ordinary 2 MiB-aligned mapping of 4 KiB pages.
@@ -43,6 +48,7 @@ import numpy as np
 
 PAGE_BYTES = 4096
 HUGE_PAGE_BYTES = 2 << 20
+HUGE_PAGE_MIN_BYTES = 256 << 10   # smaller packed weights stay on the heap (module docstring)
 
 
 def page_aligned_empty(shape: int | tuple[int, ...], dtype: object = np.float32) -> np.ndarray:
@@ -91,8 +97,11 @@ def huge_page_empty(shape: int | tuple[int, ...], dtype: object = np.float32) ->
 
 
 def packed_weights(a: np.ndarray) -> np.ndarray:
-    """A C-contiguous copy of a kernel's packed weights on huge pages where the kernel
-    gives them (module docstring), written now (no page fault in a timed call)."""
+    """A C-contiguous copy of a kernel's packed weights, on huge pages where the kernel
+    gives them and they are :data:`HUGE_PAGE_MIN_BYTES` or more (module docstring), written
+    now (no page fault in a timed call)."""
+    if a.nbytes < HUGE_PAGE_MIN_BYTES:
+        return page_aligned(a)
     out = huge_page_empty(a.shape, a.dtype)
     out[...] = a
     return out
