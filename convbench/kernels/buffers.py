@@ -53,12 +53,25 @@ HUGE_PAGE_MIN_BYTES = 256 << 10   # smaller packed weights stay on the heap (mod
 
 def page_aligned_empty(shape: int | tuple[int, ...], dtype: object = np.float32) -> np.ndarray:
     """An uninitialised C-contiguous array starting on a page boundary."""
+    shape, dtype, nbytes = _extent(shape, dtype)
+    return _aligned_in(np.empty(nbytes + PAGE_BYTES, np.uint8), PAGE_BYTES, shape, dtype,
+                       nbytes)
+
+
+def _extent(shape: int | tuple[int, ...], dtype: object) -> tuple[tuple[int, ...], np.dtype,
+                                                                  int]:
+    """(shape as a tuple, dtype, bytes) of an array to place."""
     dtype = np.dtype(dtype)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    buf = np.empty(nbytes + PAGE_BYTES, np.uint8)
-    start = -buf.ctypes.data % PAGE_BYTES
-    return buf[start:start + nbytes].view(dtype).reshape(shape)
+    return shape, dtype, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+
+
+def _aligned_in(raw: np.ndarray, boundary: int, shape: tuple[int, ...], dtype: np.dtype,
+                nbytes: int) -> np.ndarray:
+    """The array of ``shape`` and ``dtype`` (``nbytes`` long) at the first ``boundary`` in
+    the bytes ``raw``."""
+    start = -raw.ctypes.data % boundary
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
 def page_aligned_zeros(shape: int | tuple[int, ...], dtype: object = np.float32) -> np.ndarray:
@@ -79,9 +92,7 @@ def huge_page_empty(shape: int | tuple[int, ...], dtype: object = np.float32) ->
     """An uninitialised C-contiguous array on its own private mapping, 2 MiB-aligned and
     advised ``MADV_HUGEPAGE`` (page-aligned heap memory where the platform has no such
     advice).  The array keeps the mapping alive; it is unmapped with the array."""
-    dtype = np.dtype(dtype)
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    shape, dtype, nbytes = _extent(shape, dtype)
     advice = getattr(mmap, "MADV_HUGEPAGE", None)
     if nbytes == 0 or advice is None or not hasattr(mmap, "MAP_PRIVATE"):
         return page_aligned_empty(shape, dtype)
@@ -91,9 +102,9 @@ def huge_page_empty(shape: int | tuple[int, ...], dtype: object = np.float32) ->
     region = mmap.mmap(-1, size + HUGE_PAGE_BYTES,
                        flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     raw = np.frombuffer(region, np.uint8)
-    start = -raw.ctypes.data % HUGE_PAGE_BYTES
-    region.madvise(advice, start, size)
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
+    out = _aligned_in(raw, HUGE_PAGE_BYTES, shape, dtype, nbytes)
+    region.madvise(advice, out.ctypes.data - raw.ctypes.data, size)
+    return out
 
 
 def packed_weights(a: np.ndarray) -> np.ndarray:
