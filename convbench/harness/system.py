@@ -147,8 +147,8 @@ def transparent_huge_pages(sysfs: Path = THP_SYSFS) -> Check:
                      "the platform's pages")
     chosen = text[text.index("[") + 1:text.index("]")] if "[" in text and "]" in text else text
     if chosen in ("madvise", "always"):
-        return Check(item, chosen, OK, "own kernels' packed weights on 2 MiB pages; a "
-                     "library's as it allocates them" + (
+        return Check(item, chosen, OK, "own kernels' larger packed weights on 2 MiB pages "
+                     "(kernels/buffers.py); a library's as it allocates them" + (
                          " (4 KiB pages unless it asks)" if chosen == "madvise" else ""))
     return Check(item, chosen, WARNING, "own kernels' packed weights on 4 KiB pages: "
                  "cold-weights calls walk the page table per 4 KiB of weights; "
